@@ -1,0 +1,167 @@
+/* sandboxfs native shim: see sfs.h.  One syscall per function, no policy. */
+#define _GNU_SOURCE
+#include "sfs.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+/* Syscall numbers are the same on every architecture for these (generic table). */
+#ifndef SYS_openat2
+#define SYS_openat2 437
+#endif
+#ifndef SYS_landlock_create_ruleset
+#define SYS_landlock_create_ruleset 444
+#endif
+#ifndef SYS_landlock_add_rule
+#define SYS_landlock_add_rule 445
+#endif
+#ifndef SYS_landlock_restrict_self
+#define SYS_landlock_restrict_self 446
+#endif
+
+/* The kernel's struct open_how (linux/openat2.h). */
+struct sfs_open_how {
+    uint64_t flags;
+    uint64_t mode;
+    uint64_t resolve;
+};
+
+/* The kernel's struct landlock_ruleset_attr, newest layout (ABI 6). */
+struct sfs_landlock_ruleset_attr {
+    uint64_t handled_access_fs;
+    uint64_t handled_access_net;
+    uint64_t scoped;
+};
+
+/* The kernel's struct landlock_path_beneath_attr: packed. */
+struct sfs_landlock_path_beneath_attr {
+    uint64_t allowed_access;
+    int32_t parent_fd;
+} __attribute__((packed));
+
+/* The kernel's struct landlock_net_port_attr. */
+struct sfs_landlock_net_port_attr {
+    uint64_t allowed_access;
+    uint64_t port;
+};
+
+static int neg_errno(long rc)
+{
+    return rc < 0 ? -errno : (int)rc;
+}
+
+int sfs_openat2(int dirfd, const char *path, uint64_t flags, uint64_t mode, uint64_t resolve)
+{
+    struct sfs_open_how how;
+    memset(&how, 0, sizeof how);
+    how.flags = flags | O_CLOEXEC;
+    how.mode = mode;
+    how.resolve = resolve;
+    return neg_errno(syscall(SYS_openat2, dirfd, path, &how, sizeof how));
+}
+
+int sfs_renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath,
+                  unsigned int flags)
+{
+    return neg_errno(syscall(SYS_renameat2, olddirfd, oldpath, newdirfd, newpath, flags));
+}
+
+int sfs_link_fd(int fd, int newdirfd, const char *newpath)
+{
+    return neg_errno(linkat(fd, "", newdirfd, newpath, AT_EMPTY_PATH));
+}
+
+int sfs_statx(int dirfd, const char *path, int flags, unsigned int mask, struct sfs_statx *out)
+{
+    struct statx stx;
+    memset(&stx, 0, sizeof stx);
+    if (statx(dirfd, path, flags, mask, &stx) < 0)
+        return -errno;
+    out->mask = stx.stx_mask;
+    out->mode = stx.stx_mode;
+    out->nlink = stx.stx_nlink;
+    out->uid = stx.stx_uid;
+    out->gid = stx.stx_gid;
+    out->ino = stx.stx_ino;
+    out->size = stx.stx_size;
+    out->blocks = stx.stx_blocks;
+    out->attributes = stx.stx_attributes;
+    out->atime_sec = stx.stx_atime.tv_sec;
+    out->atime_nsec = stx.stx_atime.tv_nsec;
+    out->btime_sec = stx.stx_btime.tv_sec;
+    out->btime_nsec = stx.stx_btime.tv_nsec;
+    out->ctime_sec = stx.stx_ctime.tv_sec;
+    out->ctime_nsec = stx.stx_ctime.tv_nsec;
+    out->mtime_sec = stx.stx_mtime.tv_sec;
+    out->mtime_nsec = stx.stx_mtime.tv_nsec;
+    out->dev_major = stx.stx_dev_major;
+    out->dev_minor = stx.stx_dev_minor;
+    return 0;
+}
+
+int64_t sfs_fstatfs_type(int fd)
+{
+    struct statfs sfs;
+    if (fstatfs(fd, &sfs) < 0)
+        return -errno;
+    return (int64_t)(uint64_t)sfs.f_type;
+}
+
+int sfs_landlock_abi_version(void)
+{
+    return neg_errno(
+        syscall(SYS_landlock_create_ruleset, NULL, 0, SFS_LANDLOCK_CREATE_RULESET_VERSION));
+}
+
+int sfs_landlock_create_ruleset(uint64_t handled_access_fs, uint64_t handled_access_net,
+                                uint64_t scoped)
+{
+    struct sfs_landlock_ruleset_attr attr;
+    memset(&attr, 0, sizeof attr);
+    attr.handled_access_fs = handled_access_fs;
+    attr.handled_access_net = handled_access_net;
+    attr.scoped = scoped;
+    /* Older kernels accept the larger struct as long as the fields they do not
+     * know are zero, so the caller masks rights by ABI version. */
+    long fd = syscall(SYS_landlock_create_ruleset, &attr, sizeof attr, 0);
+    if (fd < 0)
+        return -errno;
+    /* Landlock ruleset fds are created O_CLOEXEC by the kernel. */
+    return (int)fd;
+}
+
+int sfs_landlock_add_path_rule(int ruleset_fd, uint64_t allowed_access, int parent_fd)
+{
+    struct sfs_landlock_path_beneath_attr rule;
+    memset(&rule, 0, sizeof rule);
+    rule.allowed_access = allowed_access;
+    rule.parent_fd = parent_fd;
+    return neg_errno(
+        syscall(SYS_landlock_add_rule, ruleset_fd, SFS_LANDLOCK_RULE_PATH_BENEATH, &rule, 0));
+}
+
+int sfs_landlock_add_net_rule(int ruleset_fd, uint64_t allowed_access, uint64_t port)
+{
+    struct sfs_landlock_net_port_attr rule;
+    memset(&rule, 0, sizeof rule);
+    rule.allowed_access = allowed_access;
+    rule.port = port;
+    return neg_errno(
+        syscall(SYS_landlock_add_rule, ruleset_fd, SFS_LANDLOCK_RULE_NET_PORT, &rule, 0));
+}
+
+int sfs_set_no_new_privs(void)
+{
+    return neg_errno(prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0));
+}
+
+int sfs_landlock_restrict_self(int ruleset_fd)
+{
+    return neg_errno(syscall(SYS_landlock_restrict_self, ruleset_fd, 0));
+}

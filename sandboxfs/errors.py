@@ -1,0 +1,155 @@
+"""The one exception tree of sandboxfs.
+
+Every :class:`SandboxError` message is safe to show to the client: it names
+only the path as the client gave it, never a resolved path, a symlink's target
+or the allow-list.  Details worth logging go to stderr, not into the message.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from typing import ClassVar
+
+
+class SandboxError(Exception):
+    """A request sandboxfs refuses or cannot complete.  ``str()`` is client-safe."""
+
+    #: A short, stable, errno-like code for structured errors.
+    code: ClassVar[str] = "EIO"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class AccessDenied(SandboxError):
+    """The path is outside the allowed directories, or would escape them."""
+
+    code = "EACCES"
+
+
+class PermissionDenied(SandboxError):
+    """The operating system refused the operation (file permissions, read-only mount)."""
+
+    code = "EPERM"
+
+
+class NotFound(SandboxError):
+    """The path, or one of its parent directories, does not exist."""
+
+    code = "ENOENT"
+
+
+class NotADirectory(SandboxError):
+    """A directory was required."""
+
+    code = "ENOTDIR"
+
+
+class IsADirectory(SandboxError):
+    """A file was required, and the path is a directory."""
+
+    code = "EISDIR"
+
+
+class NotARegularFile(SandboxError):
+    """The path is a FIFO, socket, device or other special file."""
+
+    code = "EINVAL"
+
+
+class AlreadyExists(SandboxError):
+    """The destination exists and the operation never overwrites."""
+
+    code = "EEXIST"
+
+
+class DirectoryNotEmpty(SandboxError):
+    """A non-empty directory where an empty one was required."""
+
+    code = "ENOTEMPTY"
+
+
+class LimitExceeded(SandboxError):
+    """A size, count, depth or symlink-hop limit was reached."""
+
+    code = "E2BIG"
+
+
+class InvalidPath(SandboxError):
+    """The path string itself is unusable (empty, NUL byte, bad final name)."""
+
+    code = "EINVAL"
+
+
+class InvalidArgument(SandboxError):
+    """An argument other than a path is unusable."""
+
+    code = "EINVAL"
+
+
+class TimedOut(SandboxError):
+    """A filesystem call did not finish in time."""
+
+    code = "ETIMEDOUT"
+
+
+class Conflict(SandboxError):
+    """The file changed since the revision the client expected; nothing was changed."""
+
+    code = "ESTALE"
+
+
+class Unsupported(SandboxError):
+    """The filesystem or kernel does not support the operation."""
+
+    code = "EOPNOTSUPP"
+
+
+class HardLinked(SandboxError):
+    """The file has other names, possibly outside; changing it in place is refused."""
+
+    code = "EMLINK"
+
+
+def outside(path: str) -> AccessDenied:
+    """The standard refusal for a path outside every allowed directory."""
+    return AccessDenied(f"Access denied - path outside allowed directories: {path}")
+
+
+_ERRNO_MAP: dict[int, tuple[type[SandboxError], str]] = {
+    errno.ENOENT: (NotFound, "ENOENT: no such file or directory"),
+    errno.ENOTDIR: (NotADirectory, "ENOTDIR: not a directory"),
+    errno.EISDIR: (IsADirectory, "EISDIR: is a directory"),
+    errno.EEXIST: (AlreadyExists, "EEXIST: file already exists"),
+    errno.ENOTEMPTY: (DirectoryNotEmpty, "ENOTEMPTY: directory not empty"),
+    errno.EACCES: (PermissionDenied, "EACCES: permission denied"),
+    errno.EPERM: (PermissionDenied, "EPERM: operation not permitted"),
+    errno.EROFS: (PermissionDenied, "EROFS: read-only file system"),
+    errno.ETXTBSY: (PermissionDenied, "ETXTBSY: text file busy"),
+    errno.ELOOP: (LimitExceeded, "ELOOP: too many levels of symbolic links"),
+    errno.ENAMETOOLONG: (InvalidPath, "ENAMETOOLONG: name too long"),
+    errno.ENOSPC: (SandboxError, "ENOSPC: no space left on device"),
+    errno.EDQUOT: (SandboxError, "EDQUOT: disk quota exceeded"),
+    errno.EFBIG: (LimitExceeded, "EFBIG: file too large"),
+    errno.EMLINK: (LimitExceeded, "EMLINK: too many links"),
+    errno.EOPNOTSUPP: (Unsupported, "EOPNOTSUPP: operation not supported"),
+    errno.ENXIO: (NotARegularFile, "ENXIO: no such device or address"),
+    errno.EBUSY: (PermissionDenied, "EBUSY: resource busy"),
+    errno.EXDEV: (AccessDenied, "EXDEV: crosses a mount point or an allowed directory's edge"),
+}
+
+
+def from_oserror(exc: OSError, path: str) -> SandboxError:
+    """Translate an OS error about ``path`` (as the client gave it) into a SandboxError."""
+    code = exc.errno or errno.EIO
+    kind, text = _ERRNO_MAP.get(code, (SandboxError, ""))
+    if not text:
+        name = errno.errorcode.get(code, "EIO")
+        text = f"{name}: {os.strerror(code).lower()}"
+    return kind(f"{text}: {path}")
+

@@ -1,0 +1,190 @@
+"""Safe wrappers over the native shim: the only module that imports ``sandboxfs._native``.
+
+Every C result passes through :func:`_check`, which turns ``-errno`` into
+:class:`OSError`.  Paths are refused if they contain NUL (C would silently
+truncate them).  No policy lives here: which flags to pass is the caller's
+business; this module only makes the calls safe to make from Python.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from dataclasses import dataclass
+from typing import Final, final
+
+from sandboxfs._native import ffi, lib
+
+RESOLVE_NO_XDEV: Final = lib.SFS_RESOLVE_NO_XDEV
+RESOLVE_NO_MAGICLINKS: Final = lib.SFS_RESOLVE_NO_MAGICLINKS
+RESOLVE_NO_SYMLINKS: Final = lib.SFS_RESOLVE_NO_SYMLINKS
+RESOLVE_BENEATH: Final = lib.SFS_RESOLVE_BENEATH
+RESOLVE_IN_ROOT: Final = lib.SFS_RESOLVE_IN_ROOT
+RENAME_NOREPLACE: Final = lib.SFS_RENAME_NOREPLACE
+RENAME_EXCHANGE: Final = lib.SFS_RENAME_EXCHANGE
+PROC_SUPER_MAGIC: Final = lib.SFS_PROC_SUPER_MAGIC
+
+#: Test-only switch: makes :func:`probe_openat2` behave as if the kernel answered
+#: with this errno name (``ENOSYS`` or ``EPERM``).  Read only by the probe.
+TEST_OPENAT2_ERRNO_ENV: Final = "SANDBOXFS_TEST_OPENAT2_ERRNO"
+
+
+def _check(rc: int) -> int:
+    """Pass a non-negative result through; raise OSError for ``-errno``."""
+    if rc < 0:
+        raise OSError(-rc, os.strerror(-rc))
+    return rc
+
+
+def _path_bytes(path: str | bytes) -> bytes:
+    raw = os.fsencode(path)
+    if b"\0" in raw:
+        raise ValueError("path contains a NUL byte")
+    return raw
+
+
+def openat2(dirfd: int, path: str | bytes, flags: int, *, resolve: int, mode: int = 0) -> int:
+    """``openat2(2)``; the new descriptor is always close-on-exec."""
+    return _check(lib.sfs_openat2(dirfd, _path_bytes(path), flags, mode, resolve))
+
+
+def renameat2(
+    olddirfd: int, oldname: str | bytes, newdirfd: int, newname: str | bytes, flags: int
+) -> None:
+    """``renameat2(2)``."""
+    _check(lib.sfs_renameat2(olddirfd, _path_bytes(oldname), newdirfd, _path_bytes(newname), flags))
+
+
+def link_fd(fd: int, newdirfd: int, newname: str | bytes) -> None:
+    """``linkat(fd, "", newdirfd, newname, AT_EMPTY_PATH)``: name an ``O_TMPFILE`` file."""
+    _check(lib.sfs_link_fd(fd, newdirfd, _path_bytes(newname)))
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Statx:
+    """The fields of ``statx(2)`` that sandboxfs reports; times are in nanoseconds."""
+
+    mode: int
+    nlink: int
+    uid: int
+    gid: int
+    ino: int
+    size: int
+    blocks: int
+    dev: tuple[int, int]
+    atime_ns: int
+    mtime_ns: int
+    ctime_ns: int
+    #: ``None`` when the filesystem does not record a birth time.
+    btime_ns: int | None
+
+
+_AT_EMPTY_PATH: Final = 0x1000
+_AT_SYMLINK_NOFOLLOW: Final = 0x100
+
+
+def fstatx(fd: int) -> Statx:
+    """``statx(fd, "", AT_EMPTY_PATH)``: works on ``O_PATH`` descriptors, symlinks included."""
+    out = ffi.new("struct sfs_statx *")
+    mask = lib.SFS_STATX_BASIC_STATS | lib.SFS_STATX_BTIME
+    _check(lib.sfs_statx(fd, b"", _AT_EMPTY_PATH | _AT_SYMLINK_NOFOLLOW, mask, out))
+    btime = None
+    if out.mask & lib.SFS_STATX_BTIME:
+        btime = out.btime_sec * 1_000_000_000 + out.btime_nsec
+    return Statx(
+        mode=out.mode,
+        nlink=out.nlink,
+        uid=out.uid,
+        gid=out.gid,
+        ino=out.ino,
+        size=out.size,
+        blocks=out.blocks,
+        dev=(out.dev_major, out.dev_minor),
+        atime_ns=out.atime_sec * 1_000_000_000 + out.atime_nsec,
+        mtime_ns=out.mtime_sec * 1_000_000_000 + out.mtime_nsec,
+        ctime_ns=out.ctime_sec * 1_000_000_000 + out.ctime_nsec,
+        btime_ns=btime,
+    )
+
+
+def fstatfs_type(fd: int) -> int:
+    """The filesystem magic number of the filesystem ``fd`` lives on."""
+    return _check(lib.sfs_fstatfs_type(fd))
+
+
+def landlock_abi_version() -> int:
+    """The kernel's Landlock ABI version; OSError (ENOSYS/EOPNOTSUPP) without Landlock."""
+    return _check(lib.sfs_landlock_abi_version())
+
+
+def landlock_create_ruleset(handled_fs: int, handled_net: int, scoped: int) -> int:
+    """A new Landlock ruleset fd handling the given rights."""
+    return _check(lib.sfs_landlock_create_ruleset(handled_fs, handled_net, scoped))
+
+
+def landlock_add_path_rule(ruleset_fd: int, allowed: int, parent_fd: int) -> None:
+    """Allow ``allowed`` beneath the directory (or file) ``parent_fd``."""
+    _check(lib.sfs_landlock_add_path_rule(ruleset_fd, allowed, parent_fd))
+
+
+def landlock_add_net_rule(ruleset_fd: int, allowed: int, port: int) -> None:
+    """Allow ``allowed`` (bind/connect) on TCP ``port``."""
+    _check(lib.sfs_landlock_add_net_rule(ruleset_fd, allowed, port))
+
+
+def set_no_new_privs() -> None:
+    """``prctl(PR_SET_NO_NEW_PRIVS, 1)``."""
+    _check(lib.sfs_set_no_new_privs())
+
+
+def landlock_restrict_self(ruleset_fd: int) -> None:
+    """Confine the calling thread (and threads it starts later) to the ruleset."""
+    _check(lib.sfs_landlock_restrict_self(ruleset_fd))
+
+
+@final
+class Openat2Unavailable(RuntimeError):
+    """The kernel cannot confine path resolution; the server must not start."""
+
+
+def probe_openat2() -> None:
+    """Check that ``openat2`` with ``RESOLVE_BENEATH`` works, or explain why not.
+
+    Raises :class:`Openat2Unavailable` with a message for the operator.  There
+    is no fallback: without ``openat2`` sandboxfs cannot confine paths.
+    """
+    simulated = os.environ.get(TEST_OPENAT2_ERRNO_ENV)
+    root_fd = os.open("/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        if simulated:
+            code = getattr(errno, simulated)
+            raise OSError(code, os.strerror(code))
+        os.close(
+            openat2(
+                root_fd,
+                ".",
+                os.O_PATH | os.O_DIRECTORY,
+                resolve=RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS,
+            )
+        )
+    except OSError as exc:
+        if exc.errno == errno.ENOSYS:
+            reason = (
+                "the kernel does not provide openat2(2) (ENOSYS); it needs Linux 5.6 or newer. "
+                "Run sandboxfs on a newer kernel."
+            )
+        elif exc.errno == errno.EPERM:
+            reason = (
+                "openat2(2) is blocked (EPERM), probably by a seccomp profile such as an old "
+                "container runtime default. Allow the openat2 syscall (for Docker: update "
+                "Docker/libseccomp or pass a seccomp profile that permits it)."
+            )
+        else:
+            reason = f"openat2(2) failed: {exc.strerror} ({errno.errorcode.get(exc.errno or 0)})."
+        raise Openat2Unavailable(
+            f"sandboxfs cannot start: {reason} sandboxfs never falls back to checking path "
+            "strings, so it refuses to run without openat2."
+        ) from None
+    finally:
+        os.close(root_fd)

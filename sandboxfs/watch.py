@@ -1,0 +1,72 @@
+"""Per-call watch of blocking filesystem steps, so a stalled call can be abandoned.
+
+A tool call runs in one worker thread and marks each blocking step (resolving
+a path, reading a directory) with :meth:`Watch.step`.  The async side reads
+:meth:`Watch.current` and gives up on the call once a single step has taken
+longer than its timeout.  A thread cannot be interrupted, so the step still
+finishes in the background; only the client stops waiting.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import final
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Step:
+    """A blocking step in progress: what it is about and when it started."""
+
+    path: str
+    started: float
+
+
+class Watch:
+    """Records the step in progress.  The base class records nothing."""
+
+    __slots__ = ()
+
+    @contextmanager
+    def step(self, path: str) -> Iterator[None]:
+        """Mark a blocking step about ``path`` (as the client gave it)."""
+        yield
+
+    def current(self) -> Step | None:
+        """The step in progress, or None between steps."""
+        return None
+
+
+#: The watch used outside tool calls: records nothing, costs nothing.
+NO_WATCH = Watch()
+
+
+@final
+class StepWatch(Watch):
+    """A watch for one call.  Written by one worker thread, read by the event loop.
+
+    A single attribute assignment is atomic in CPython, so no lock is needed.
+    """
+
+    __slots__ = ("_current",)
+
+    def __init__(self) -> None:
+        self._current: Step | None = None
+
+    @contextmanager
+    def step(self, path: str) -> Iterator[None]:
+        outer = self._current
+        if outer is not None:  # nested step: the outer one keeps timing
+            yield
+            return
+        self._current = Step(path, time.monotonic())
+        try:
+            yield
+        finally:
+            self._current = None
+
+    def current(self) -> Step | None:
+        return self._current
