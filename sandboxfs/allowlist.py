@@ -94,12 +94,13 @@ class AllowList:
         """The root a normalized absolute path lies in, and the components below it.
 
         Purely lexical, with a separator boundary.  When several allowed
-        directories contain the path, the innermost (longest name) wins.
+        directories contain the path, the outermost (shortest name) wins, so a
+        relative symlink may use all of it.
         """
         best: tuple[int, Root, tuple[str, ...]] | None = None
         for root in self.roots:
             for name in root.names():
                 below = relative_to(absolute, name)
-                if below is not None and (best is None or len(name) > best[0]):
+                if below is not None and (best is None or len(name) < best[0]):
                     best = (len(name), root, below)
         return None if best is None else (best[1], best[2])

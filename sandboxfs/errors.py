@@ -152,4 +152,3 @@ def from_oserror(exc: OSError, path: str) -> SandboxError:
         name = errno.errorcode.get(code, "EIO")
         text = f"{name}: {os.strerror(code).lower()}"
     return kind(f"{text}: {path}")
-

@@ -15,10 +15,11 @@ Resolution of a request path:
    relative symlinks that stay inside and refuses everything else.
 3. On ``EXDEV``/``ELOOP`` only: walk component by component (each step again an
    ``openat2`` beneath a root fd, never following), reading each symlink
-   ourselves.  A link's target, made absolute from the link's own location,
-   must lie lexically inside an allowed directory; resolution then continues
-   beneath that directory's descriptor.  Links on procfs (magic links) are
-   refused; at most ``symlink_hops`` links are followed.
+   ourselves.  A relative target is resolved as the kernel would (``..`` is
+   physical) and may not climb above its allowed directory.  An absolute
+   target must lie lexically inside an allowed directory; resolution then
+   continues beneath that directory's descriptor.  Links on procfs (magic
+   links) are refused; at most ``symlink_hops`` links are followed.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ from sandboxfs.pathnames import (
     check_request_path,
     join,
     normalize_absolute,
+    split_components,
 )
 from sandboxfs.watch import NO_WATCH, Watch
 
@@ -192,39 +194,54 @@ class Resolver:
         hops = 0
         while pending:
             name = pending.pop()
+            if name == "..":  # only from a relative link's target: physical, like openat2
+                if not done:
+                    raise outside(path)
+                done.pop()
+                continue
             here = Location(root, (*done, name))
             try:
-                fd = self.openat(here, os.O_PATH | os.O_NOFOLLOW)
+                target = self._link_target(
+                    here, path, follow=bool(pending) or follow_final, more=bool(pending)
+                )
             except OSError as exc:
                 if exc.errno == errno.ENOENT and not pending:
                     return here
                 raise self.error(exc, path) from None
-            with closing_fd(fd):
-                mode = os.fstat(fd).st_mode
-                is_link = stat.S_ISLNK(mode)
-                if is_link and (pending or follow_final):
-                    hops += 1
-                    if hops > self.symlink_hops:
-                        raise LimitExceeded(f"ELOOP: too many levels of symbolic links: {path}")
-                    if syscalls.fstatfs_type(fd) == syscalls.PROC_SUPER_MAGIC:
-                        raise AccessDenied(f"Access denied - magic link refused: {path}")
-                    target = os.readlink("", dir_fd=fd)
-                elif pending and not stat.S_ISDIR(mode):
-                    raise NotADirectory(f"ENOTDIR: not a directory: {path}")
-                else:
-                    done.append(name)
-                    continue
+            if target is None:
+                done.append(name)
+                continue
+            hops += 1
+            if hops > self.symlink_hops:
+                raise LimitExceeded(f"ELOOP: too many levels of symbolic links: {path}")
             if not target:
                 raise NotFound(f"ENOENT: no such file or directory: {path}")
-            if not target.startswith("/"):
-                target = "/".join((root.path, *done, target))
-            hit = self.allow.map(normalize_absolute(target))
-            if hit is None:
-                raise outside(path)
-            root, below = hit
-            done = []
-            pending.extend(reversed(below))
+            if target.startswith("/"):
+                # An absolute link is re-anchored only if its target lies lexically
+                # inside an allowed directory; the walk continues beneath that root.
+                hit = self.allow.map(normalize_absolute(target))
+                if hit is None:
+                    raise outside(path)
+                root, below = hit
+                done = []
+                pending.extend(reversed(below))
+            else:
+                pending.extend(reversed(split_components(target)))
         return Location(root, tuple(done))
+
+    def _link_target(self, here: Location, path: str, *, follow: bool, more: bool) -> str | None:
+        """The target of ``here`` if it is a symlink to follow, None for a component to
+        keep.  Refuses magic links, and a non-directory with ``more`` components after it."""
+        fd = self.openat(here, os.O_PATH | os.O_NOFOLLOW)
+        with closing_fd(fd):
+            mode = os.fstat(fd).st_mode
+            if stat.S_ISLNK(mode) and follow:
+                if syscalls.fstatfs_type(fd) == syscalls.PROC_SUPER_MAGIC:
+                    raise AccessDenied(f"Access denied - magic link refused: {path}")
+                return os.readlink("", dir_fd=fd)
+            if more and not stat.S_ISDIR(mode):
+                raise NotADirectory(f"ENOTDIR: not a directory: {path}")
+            return None
 
     def parent(self, path: str, *, follow_leaf: bool) -> tuple[int, str, Location]:
         """An ``O_PATH`` descriptor of the directory that holds ``path``'s final

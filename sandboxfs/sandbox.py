@@ -31,7 +31,6 @@ from typing import Final, Literal, final
 
 from sandboxfs import syscalls
 from sandboxfs.errors import (
-    AccessDenied,
     AlreadyExists,
     Conflict,
     HardLinked,
@@ -183,9 +182,7 @@ class _Staged:
             name = f".{leaf[:64]}.{secrets.token_hex(6)}.sandboxfs-tmp"
             try:
                 flags = os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW
-                fd = syscalls.openat2(
-                    self.dir_fd, name, flags, mode=0o666, resolve=_LEAF_RESOLVE
-                )
+                fd = syscalls.openat2(self.dir_fd, name, flags, mode=0o666, resolve=_LEAF_RESOLVE)
             except FileExistsError:
                 continue
             return fd, name
@@ -446,7 +443,9 @@ class Sandbox:
                     f"EACCES: permission denied (the file is read-only): {path}"
                 ) from None
             if exc.errno == errno.ELOOP:
-                raise Conflict(f"The file changed while it was being written; try again: {path}")
+                raise Conflict(
+                    f"The file changed while it was being written; try again: {path}"
+                ) from None
             raise from_oserror(exc, path) from None
         opened = os.fstat(fd)
         if not (_same_file(opened, st) and stat.S_ISREG(opened.st_mode)):
@@ -497,7 +496,11 @@ class Sandbox:
                 fd = syscalls.openat2(
                     dir_fd,
                     leaf,
-                    os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
+                    os.O_WRONLY
+                    | os.O_APPEND
+                    | os.O_CREAT
+                    | os.O_NOFOLLOW
+                    | os.O_NONBLOCK
                     | os.O_NOCTTY,
                     mode=0o666,
                     resolve=_LEAF_RESOLVE,
@@ -540,14 +543,16 @@ class Sandbox:
                     )
                 except OSError as exc:
                     if exc.errno == errno.EXDEV:
-                        self._move_across(src_fd, src_leaf, dst_fd, dst_leaf, source, destination)
+                        self._move_across(
+                            src_fd, src_leaf, dst_fd, dst_leaf, source=source, dest=destination
+                        )
                         return
                     raise self._rename_error(exc, source, destination) from None
                 _fsync_dir(dst_fd)
 
     @staticmethod
     def _rename_error(exc: OSError, source: str, destination: str) -> SandboxError:
-        if exc.errno == errno.EEXIST or exc.errno == errno.ENOTEMPTY:
+        if exc.errno in (errno.EEXIST, errno.ENOTEMPTY):
             return AlreadyExists(f"EEXIST: destination already exists: {destination}")
         if exc.errno == errno.EINVAL:
             return SandboxError(
@@ -559,7 +564,7 @@ class Sandbox:
         return from_oserror(exc, f"{source} -> {destination}")
 
     def _move_across(
-        self, src_fd: int, src_leaf: str, dst_fd: int, dst_leaf: str, source: str, dest: str
+        self, src_fd: int, src_leaf: str, dst_fd: int, dst_leaf: str, *, source: str, dest: str
     ) -> None:
         st = _lstat_leaf(src_fd, src_leaf)
         if st is None:

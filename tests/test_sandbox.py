@@ -1,0 +1,567 @@
+"""The Root layer, operation by operation: typical use and every failure path.
+
+Real files and real syscalls; nothing is mocked.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import signal
+import socket
+import stat
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import xattr
+from helpers import CANARY, Tree, run_as_nobody, snapshot
+
+from sandboxfs.errors import (
+    AccessDenied,
+    AlreadyExists,
+    Conflict,
+    DirectoryNotEmpty,
+    HardLinked,
+    IsADirectory,
+    LimitExceeded,
+    NotADirectory,
+    NotARegularFile,
+    NotFound,
+    PermissionDenied,
+    SandboxError,
+    Unsupported,
+)
+from sandboxfs.sandbox import Sandbox
+
+
+@pytest.fixture(autouse=True)
+def no_hang() -> Iterator[None]:
+    """A blocked open (a FIFO without O_NONBLOCK) fails the test instead of hanging it."""
+
+    def on_alarm(signum: int, frame: object) -> None:
+        raise TimeoutError("operation blocked")
+
+    previous = signal.signal(signal.SIGALRM, on_alarm)
+    signal.alarm(20)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, previous)
+
+
+def read(sandbox: Sandbox, path: str) -> bytes:
+    with sandbox.open_file(path) as f:
+        return f.file.read()
+
+
+def leftovers(directory: Path) -> list[str]:
+    return sorted(name for name in os.listdir(directory) if "sandboxfs" in name)
+
+
+# -- reading --------------------------------------------------------------------
+
+
+def test_reads_regular_files_by_relative_and_absolute_path(tree: Tree, sandbox: Sandbox) -> None:
+    (tree.root / "a.txt").write_bytes(b"alpha")
+    assert read(sandbox, "a.txt") == b"alpha"
+    assert read(sandbox, str(tree.root / "a.txt")) == b"alpha"
+    assert read(sandbox, str(tree.root) + "//./a.txt") == b"alpha"
+
+
+def test_reads_through_symlinks_that_stay_inside(tree: Tree) -> None:
+    other = tree.base / "other"
+    other.mkdir()
+    (other / "o.txt").write_bytes(b"other root")
+    (tree.root / "d").mkdir()
+    (tree.root / "d" / "f.txt").write_bytes(b"inside")
+    (tree.root / "rel").symlink_to("d/f.txt")
+    (tree.root / "d" / "up").symlink_to("../d/f.txt")
+    (tree.root / "abs").symlink_to(tree.root / "d" / "f.txt")
+    (tree.root / "cross").symlink_to(other / "o.txt")
+    (tree.root / "chain").symlink_to("abs")
+    sandbox = tree.sandbox(other)
+    assert read(sandbox, "rel") == b"inside"
+    assert read(sandbox, "d/up") == b"inside"
+    assert read(sandbox, "abs") == b"inside"
+    assert read(sandbox, "chain") == b"inside"
+    assert read(sandbox, "cross") == b"other root"
+
+
+def test_relative_link_resolves_dotdot_physically(tree: Tree, sandbox: Sandbox) -> None:
+    # l -> b/c/../x: the kernel resolves ".." after "c" (a symlink to "d/e") physically.
+    (tree.root / "d" / "e").mkdir(parents=True)
+    (tree.root / "d" / "x").write_bytes(b"physical")
+    (tree.root / "b").mkdir()
+    (tree.root / "b" / "c").symlink_to("../d/e")
+    (tree.root / "abs").symlink_to(str(tree.root / "b" / "c") + "/../x")
+    (tree.root / "l").symlink_to("b/c/../x")
+    assert read(sandbox, "l") == b"physical"
+
+
+@pytest.mark.parametrize("kind", ["fifo", "socket", "device"])
+def test_special_files_are_refused_without_blocking(
+    tree: Tree, sandbox: Sandbox, kind: str
+) -> None:
+    target = tree.root / "special"
+    if kind == "fifo":
+        os.mkfifo(target)
+    elif kind == "socket":
+        sock = socket.socket(socket.AF_UNIX)
+        sock.bind(str(target))
+        sock.close()
+    else:
+        os.mknod(target, stat.S_IFCHR | 0o666, os.makedev(1, 3))  # /dev/null
+    with pytest.raises(NotARegularFile):
+        read(sandbox, "special")
+    (tree.root / "link").symlink_to("special")
+    with pytest.raises(NotARegularFile):
+        read(sandbox, "link")
+
+
+def test_read_errors_name_the_request(tree: Tree, sandbox: Sandbox) -> None:
+    (tree.root / "dir").mkdir()
+    (tree.root / "f").write_bytes(b"")
+    with pytest.raises(NotFound, match=r"missing\.txt"):
+        read(sandbox, "missing.txt")
+    with pytest.raises(IsADirectory):
+        read(sandbox, "dir")
+    with pytest.raises(NotADirectory):
+        read(sandbox, "f/below")
+    with pytest.raises(NotFound):
+        read(sandbox, "missing-dir/x")
+
+
+def test_unreadable_file_is_permission_denied(tree: Tree, sandbox: Sandbox) -> None:
+    secret = tree.root / "private.txt"
+    secret.write_bytes(b"mine")
+    secret.chmod(0o600)
+    tree.root.chmod(0o755)
+    tree.base.chmod(0o755)
+    with pytest.raises(PermissionDenied):
+        run_as_nobody(lambda: read(sandbox, "private.txt"))
+
+
+def test_stat_follows_or_describes_the_link(tree: Tree, sandbox: Sandbox) -> None:
+    (tree.root / "f").write_bytes(b"12345")
+    (tree.root / "l").symlink_to("f")
+    assert sandbox.stat("l").size == 5
+    assert stat.S_ISLNK(sandbox.stat("l", follow=False).mode)
+    assert stat.S_ISDIR(sandbox.stat(str(tree.root)).mode)
+
+
+def test_list_dir_in_byte_order_without_following(tree: Tree, sandbox: Sandbox) -> None:
+    for name in ["b", "B", "a", "_", "é"]:
+        (tree.root / name).write_bytes(b"")
+    (tree.root / "sub").mkdir()
+    (tree.root / "link").symlink_to(tree.outside)
+    os.mkfifo(tree.root / "fifo")
+    entries = sandbox.list_dir(str(tree.root))
+    assert [e.name for e in entries] == ["B", "_", "a", "b", "fifo", "link", "sub", "é"]
+    kinds = {e.name: e.kind for e in entries}
+    assert kinds["sub"] == "directory"
+    assert kinds["link"] == "symlink"
+    assert kinds["fifo"] == "other"
+    assert kinds["a"] == "file"
+    with_stat = sandbox.list_dir(".", with_stat=True)
+    assert all(e.lstat is not None for e in with_stat)
+
+
+def test_list_dir_errors(tree: Tree, sandbox: Sandbox) -> None:
+    (tree.root / "f").write_bytes(b"")
+    with pytest.raises(NotFound):
+        sandbox.list_dir("nope")
+    with pytest.raises(NotADirectory):
+        sandbox.list_dir("f")
+
+
+def test_root_is_held_by_descriptor_not_name(tree: Tree, sandbox: Sandbox) -> None:
+    (tree.root / "f.txt").write_bytes(b"original")
+    moved = tree.base / "moved"
+    tree.root.rename(moved)
+    tree.root.mkdir()
+    (tree.root / "f.txt").write_bytes(b"impostor")
+    assert read(sandbox, "f.txt") == b"original"
+    sandbox.replace_file("new.txt", b"x")
+    assert (moved / "new.txt").read_bytes() == b"x"
+    assert not (tree.root / "new.txt").exists()
+
+
+# -- creating -------------------------------------------------------------------
+
+
+def test_make_dirs_component_by_component(tree: Tree, sandbox: Sandbox) -> None:
+    assert sandbox.make_dirs("a/b/c") is True
+    assert (tree.root / "a" / "b" / "c").is_dir()
+    assert sandbox.make_dirs("a/b/c") is False
+    assert sandbox.make_dirs(str(tree.root)) is False
+    (tree.root / "f").write_bytes(b"")
+    with pytest.raises(NotADirectory):
+        sandbox.make_dirs("f/x")
+    (tree.root / "in").symlink_to("a")
+    assert sandbox.make_dirs("in/new") is True
+    assert (tree.root / "a" / "new").is_dir()
+
+
+def test_make_dirs_never_creates_outside(
+    tree: Tree, sandbox: Sandbox, outside_unchanged: None
+) -> None:
+    (tree.root / "out").symlink_to(tree.outside)
+    (tree.root / "rel").symlink_to("../outside")
+    for path in ["out/new", "rel/new/deeper", "../outside/new", str(tree.outside / "x")]:
+        with pytest.raises(AccessDenied):
+            sandbox.make_dirs(path)
+
+
+def test_create_file_is_exclusive(tree: Tree, sandbox: Sandbox, outside_unchanged: None) -> None:
+    stat_result = sandbox.create_file("new.txt", b"hello")
+    assert (tree.root / "new.txt").read_bytes() == b"hello"
+    assert stat_result.st_size == 5
+    with pytest.raises(AlreadyExists):
+        sandbox.create_file("new.txt", b"again")
+    assert (tree.root / "new.txt").read_bytes() == b"hello"
+    (tree.root / "dangling").symlink_to("../outside/created-through-link")
+    with pytest.raises(AlreadyExists):
+        sandbox.create_file("dangling", b"x")
+    with pytest.raises(NotFound):
+        sandbox.create_file("no/such/dir.txt", b"x")
+    assert leftovers(tree.root) == []
+
+
+def test_new_files_follow_the_umask(tree: Tree, sandbox: Sandbox) -> None:
+    sandbox.replace_file("n.txt", b"x")
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE((tree.root / "n.txt").stat().st_mode) == 0o666 & ~umask
+
+
+# -- replacing --------------------------------------------------------------------
+
+
+def test_replace_keeps_mode_and_xattrs_and_breaks_hard_links(tree: Tree, sandbox: Sandbox) -> None:
+    target = tree.root / "f.txt"
+    target.write_bytes(b"old")
+    target.chmod(0o640)
+    xattr.set(str(target), "user.origin", b"kept")
+    other_name = tree.outside / "hardlink"
+    os.link(target, other_name)
+    sandbox.replace_file("f.txt", b"new content")
+    assert target.read_bytes() == b"new content"
+    assert stat.S_IMODE(target.stat().st_mode) == 0o640
+    assert xattr.get(str(target), "user.origin") == b"kept"
+    assert other_name.read_bytes() == b"old"  # the write never reached the other name
+    assert target.stat().st_nlink == 1
+    assert leftovers(tree.root) == []
+
+
+def test_replace_never_keeps_setuid_or_file_capabilities(tree: Tree, sandbox: Sandbox) -> None:
+    target = tree.root / "tool"
+    target.write_bytes(b"#!/bin/sh\n")
+    target.chmod(0o6755)
+    sandbox.replace_file("tool", b"#!/bin/sh\necho replaced\n")
+    assert stat.S_IMODE(target.stat().st_mode) == 0o755
+
+
+def test_replace_writes_through_inside_links(tree: Tree, sandbox: Sandbox) -> None:
+    (tree.root / "d").mkdir()
+    (tree.root / "d" / "real.txt").write_bytes(b"old")
+    (tree.root / "link").symlink_to("d/real.txt")
+    (tree.root / "abs").symlink_to(tree.root / "d" / "real.txt")
+    sandbox.replace_file("link", b"via relative link")
+    assert (tree.root / "d" / "real.txt").read_bytes() == b"via relative link"
+    assert (tree.root / "link").is_symlink()
+    sandbox.replace_file("abs", b"via absolute link")
+    assert (tree.root / "d" / "real.txt").read_bytes() == b"via absolute link"
+    assert (tree.root / "abs").is_symlink()
+
+
+def test_replace_refuses_what_is_not_a_regular_file(tree: Tree, sandbox: Sandbox) -> None:
+    (tree.root / "dir").mkdir()
+    os.mkfifo(tree.root / "fifo")
+    with pytest.raises(IsADirectory):
+        sandbox.replace_file("dir", b"x")
+    with pytest.raises(NotARegularFile):
+        sandbox.replace_file("fifo", b"x")
+    with pytest.raises(AccessDenied):
+        sandbox.replace_file(str(tree.root), b"x")
+
+
+def test_replace_of_read_only_file_is_refused_for_an_ordinary_user(
+    tree: Tree, sandbox: Sandbox
+) -> None:
+    tree.base.chmod(0o755)
+    tree.root.chmod(0o777)
+    target = tree.root / "ro.txt"
+    target.write_bytes(b"keep me")
+    target.chmod(0o444)
+    with pytest.raises(PermissionDenied, match=r"ro\.txt"):
+        run_as_nobody(lambda: sandbox.replace_file("ro.txt", b"changed"))
+    assert target.read_bytes() == b"keep me"
+    assert leftovers(tree.root) == []
+
+
+def test_ordinary_user_can_write_where_permitted(tree: Tree, sandbox: Sandbox) -> None:
+    tree.base.chmod(0o755)
+    tree.root.chmod(0o777)
+
+    def work() -> bytes:
+        sandbox.replace_file("mine.txt", b"one")
+        sandbox.replace_file("mine.txt", b"two")
+        sandbox.append_file("mine.txt", b"+three")
+        sandbox.make_dirs("d/e")
+        sandbox.copy_file("mine.txt", "d/e/copy.txt")
+        sandbox.rename("d/e/copy.txt", "d/moved.txt")
+        return read(sandbox, "d/moved.txt")
+
+    assert run_as_nobody(work) == b"two+three"
+    assert (tree.root / "mine.txt").stat().st_uid == 65534
+
+
+def _in_child_with_file_size_limit(fn, limit: int = 4096):  # type: ignore[no-untyped-def]
+    """Run fn in a forked child where files cannot grow past ``limit`` bytes (EFBIG)."""
+
+    def limited():  # type: ignore[no-untyped-def]
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+        return fn()
+
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_end)
+        try:
+            limited()
+            message = b"ok"
+        except SandboxError as exc:
+            message = type(exc).__name__.encode()
+        except BaseException as exc:
+            message = repr(exc).encode()
+        os.write(write_end, message)
+        os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as inp:
+        result = inp.read().decode()
+    os.waitpid(pid, 0)
+    return result
+
+
+def test_failed_replace_leaves_the_old_file_and_no_debris(tree: Tree, sandbox: Sandbox) -> None:
+    target = tree.root / "f.txt"
+    target.write_bytes(b"precious")
+    outcome = _in_child_with_file_size_limit(lambda: sandbox.replace_file("f.txt", b"x" * 100_000))
+    assert outcome == "LimitExceeded"
+    assert target.read_bytes() == b"precious"
+    assert os.listdir(tree.root) == ["f.txt"]
+
+
+def test_replace_with_expected_identity(tree: Tree, sandbox: Sandbox) -> None:
+    (tree.root / "f").write_bytes(b"v1")
+    with sandbox.open_file("f") as f:
+        seen = f.stat
+    sandbox.replace_file("f", b"v2", expected=seen)
+    with pytest.raises(Conflict):
+        sandbox.replace_file("f", b"v3", expected=seen)  # f is a new inode now
+    assert (tree.root / "f").read_bytes() == b"v2"
+
+
+# -- appending ----------------------------------------------------------------------
+
+
+def test_append_creates_and_appends_in_place(tree: Tree, sandbox: Sandbox) -> None:
+    sandbox.append_file("log.txt", b"one\n")
+    inode = (tree.root / "log.txt").stat().st_ino
+    sandbox.append_file("log.txt", b"two\n")
+    assert (tree.root / "log.txt").read_bytes() == b"one\ntwo\n"
+    assert (tree.root / "log.txt").stat().st_ino == inode
+
+
+def test_append_refuses_hard_linked_files(
+    tree: Tree, sandbox: Sandbox, outside_unchanged: None
+) -> None:
+    inside = tree.root / "planted"
+    os.link(tree.outside / "secret.txt", inside)
+    with pytest.raises(HardLinked, match="planted"):
+        sandbox.append_file("planted", b"pwned")
+    assert (tree.outside / "secret.txt").read_bytes() == CANARY
+
+
+def test_append_refuses_special_files_and_directories(tree: Tree, sandbox: Sandbox) -> None:
+    os.mkfifo(tree.root / "fifo")
+    (tree.root / "dir").mkdir()
+    with pytest.raises(NotARegularFile):
+        sandbox.append_file("fifo", b"x")
+    with pytest.raises(IsADirectory):
+        sandbox.append_file("dir", b"x")
+
+
+# -- moving and copying -------------------------------------------------------------
+
+
+def test_rename_never_replaces(tree: Tree, sandbox: Sandbox) -> None:
+    (tree.root / "a").write_bytes(b"A")
+    (tree.root / "b").write_bytes(b"B")
+    with pytest.raises(AlreadyExists, match="b"):
+        sandbox.rename("a", "b")
+    assert (tree.root / "a").read_bytes() == b"A"
+    assert (tree.root / "b").read_bytes() == b"B"
+    (tree.root / "dangling").symlink_to("nowhere")
+    with pytest.raises(AlreadyExists):
+        sandbox.rename("a", "dangling")
+    sandbox.rename("a", "c")
+    assert (tree.root / "c").read_bytes() == b"A"
+    assert not (tree.root / "a").exists()
+
+
+def test_rename_moves_links_as_links_and_directories_whole(tree: Tree, sandbox: Sandbox) -> None:
+    (tree.root / "link").symlink_to(tree.outside / "secret.txt")
+    sandbox.rename("link", "moved-link")
+    assert os.readlink(tree.root / "moved-link") == str(tree.outside / "secret.txt")
+    (tree.root / "d" / "e").mkdir(parents=True)
+    (tree.root / "d" / "e" / "f").write_bytes(b"f")
+    sandbox.rename("d", "d2")
+    assert (tree.root / "d2" / "e" / "f").read_bytes() == b"f"
+    with pytest.raises(SandboxError):
+        sandbox.rename("d2", "d2/e/inside")
+    with pytest.raises(NotFound):
+        sandbox.rename("missing", "x")
+    with pytest.raises(AccessDenied):
+        sandbox.rename(str(tree.root), "x")
+
+
+def _other_filesystem(tmp_base: Path) -> Path | None:
+    shm = Path("/dev/shm")
+    if shm.is_dir() and shm.stat().st_dev != tmp_base.stat().st_dev:
+        return shm
+    return None
+
+
+@pytest.fixture
+def other_fs(tree: Tree) -> Iterator[Path]:
+    shm = _other_filesystem(tree.base)
+    if shm is None:
+        pytest.skip("needs /dev/shm on a different filesystem than the temp directory")
+    with tempfile.TemporaryDirectory(dir=shm) as name:
+        yield Path(name)
+
+
+def test_move_across_filesystems_copies_files_and_refuses_directories(
+    tree: Tree, other_fs: Path
+) -> None:
+    sandbox = tree.sandbox(other_fs)
+    src = tree.root / "f.txt"
+    src.write_bytes(b"travels")
+    src.chmod(0o600)
+    os.utime(src, ns=(1_000_000_000, 2_000_000_000))
+    sandbox.rename("f.txt", str(other_fs / "f.txt"))
+    moved = other_fs / "f.txt"
+    assert moved.read_bytes() == b"travels"
+    assert stat.S_IMODE(moved.stat().st_mode) == 0o600
+    assert moved.stat().st_mtime_ns == 2_000_000_000
+    assert not src.exists()
+    (tree.root / "d").mkdir()
+    with pytest.raises(Unsupported):
+        sandbox.rename("d", str(other_fs / "d"))
+    assert (tree.root / "d").is_dir()
+    (tree.root / "l").symlink_to("d")
+    sandbox.rename("l", str(other_fs / "l"))
+    assert os.readlink(other_fs / "l") == "d"
+
+
+def test_copy_keeps_mode_mtime_xattrs_but_not_setuid(tree: Tree, sandbox: Sandbox) -> None:
+    src = tree.root / "src"
+    src.write_bytes(b"payload" * 1000)
+    src.chmod(0o4750)
+    xattr.set(str(src), "user.tag", b"v")
+    os.utime(src, ns=(1_500_000_000_000_000_000, 1_600_000_000_123_456_789))
+    sandbox.copy_file("src", "dst")
+    dst = tree.root / "dst"
+    assert dst.read_bytes() == b"payload" * 1000
+    assert stat.S_IMODE(dst.stat().st_mode) == 0o750
+    assert dst.stat().st_mtime_ns == 1_600_000_000_123_456_789
+    assert xattr.get(str(dst), "user.tag") == b"v"
+    assert src.read_bytes() == b"payload" * 1000
+
+
+def test_copy_refuses_existing_destinations_and_non_files(tree: Tree, sandbox: Sandbox) -> None:
+    (tree.root / "a").write_bytes(b"a")
+    (tree.root / "b").write_bytes(b"b")
+    (tree.root / "dir").mkdir()
+    os.mkfifo(tree.root / "fifo")
+    with pytest.raises(AlreadyExists):
+        sandbox.copy_file("a", "b")
+    assert (tree.root / "b").read_bytes() == b"b"
+    with pytest.raises(IsADirectory):
+        sandbox.copy_file("dir", "c")
+    with pytest.raises(NotARegularFile):
+        sandbox.copy_file("fifo", "c")
+    assert not (tree.root / "c").exists()
+
+
+def test_failed_copy_removes_the_partial_destination(tree: Tree, sandbox: Sandbox) -> None:
+    (tree.root / "big").write_bytes(b"x" * 100_000)
+    outcome = _in_child_with_file_size_limit(lambda: sandbox.copy_file("big", "copy"))
+    assert outcome == "LimitExceeded"
+    assert sorted(os.listdir(tree.root)) == ["big"]
+
+
+def test_cross_device_move_failure_keeps_the_source(tree: Tree, other_fs: Path) -> None:
+    sandbox = tree.sandbox(other_fs)
+    (tree.root / "big").write_bytes(b"y" * 100_000)
+    outcome = _in_child_with_file_size_limit(lambda: sandbox.rename("big", str(other_fs / "big")))
+    assert outcome == "LimitExceeded"
+    assert (tree.root / "big").read_bytes() == b"y" * 100_000
+    assert not (other_fs / "big").exists()
+
+
+# -- removing -------------------------------------------------------------------------
+
+
+def test_unlink_rmdir_and_readlink(tree: Tree, sandbox: Sandbox) -> None:
+    (tree.root / "f").write_bytes(b"")
+    (tree.root / "d").mkdir()
+    (tree.root / "d" / "x").write_bytes(b"")
+    (tree.root / "l").symlink_to(tree.outside / "secret.txt")
+    assert sandbox.readlink("l") == str(tree.outside / "secret.txt")
+    sandbox.unlink("l")
+    assert (tree.outside / "secret.txt").exists()
+    sandbox.unlink("f")
+    with pytest.raises(DirectoryNotEmpty):
+        sandbox.rmdir("d")
+    with pytest.raises(IsADirectory):
+        sandbox.unlink("d")
+    sandbox.unlink("d/x")
+    sandbox.rmdir("d")
+    assert os.listdir(tree.root) == []
+
+
+def test_remove_tree_never_follows_links(
+    tree: Tree, sandbox: Sandbox, outside_unchanged: None
+) -> None:
+    top = tree.root / "top"
+    (top / "a" / "b").mkdir(parents=True)
+    (top / "a" / "b" / "f").write_bytes(b"")
+    (top / "a" / "escape").symlink_to(tree.outside)
+    (top / "a" / "escape-file").symlink_to(tree.outside / "secret.txt")
+    os.mkfifo(top / "fifo")
+    assert sandbox.remove_tree("top") == 7
+    assert os.listdir(tree.root) == []
+    with pytest.raises(NotFound):
+        sandbox.remove_tree("top")
+    with pytest.raises(AccessDenied):
+        sandbox.remove_tree(str(tree.root))
+    (tree.root / "link-to-outside").symlink_to(tree.outside)
+    assert sandbox.remove_tree("link-to-outside") == 1
+
+
+def test_remove_tree_depth_limit(tree: Tree) -> None:
+    sandbox = Sandbox(tree.sandbox().resolver, max_depth=3)
+    (tree.root / "a" / "b" / "c" / "d" / "e").mkdir(parents=True)
+    with pytest.raises(LimitExceeded):
+        sandbox.remove_tree("a")
+
+
+def test_outside_snapshot_helper_detects_changes(tree: Tree) -> None:
+    """Guard on the guard: the snapshot used by the escape tests does see changes."""
+    before = snapshot(tree.outside)
+    (tree.outside / "secret.txt").write_bytes(b"changed")
+    assert snapshot(tree.outside) != before
