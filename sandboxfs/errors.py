@@ -15,12 +15,14 @@ from typing import ClassVar
 class SandboxError(Exception):
     """A request sandboxfs refuses or cannot complete.  ``str()`` is client-safe."""
 
-    #: A short, stable, errno-like code for structured errors.
-    code: ClassVar[str] = "EIO"
+    #: The errno-like code of this kind of failure, for structured errors.
+    default_code: ClassVar[str] = "EIO"
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, code: str | None = None) -> None:
         super().__init__(message)
         self.message = message
+        #: A short, stable, errno-like code (the OS's, when the OS refused).
+        self.code = code or self.default_code
 
     def __str__(self) -> str:
         return self.message
@@ -29,91 +31,91 @@ class SandboxError(Exception):
 class AccessDenied(SandboxError):
     """The path is outside the allowed directories, or would escape them."""
 
-    code = "EACCES"
+    default_code = "EACCES"
 
 
 class PermissionDenied(SandboxError):
     """The operating system refused the operation (file permissions, read-only mount)."""
 
-    code = "EPERM"
+    default_code = "EPERM"
 
 
 class NotFound(SandboxError):
     """The path, or one of its parent directories, does not exist."""
 
-    code = "ENOENT"
+    default_code = "ENOENT"
 
 
 class NotADirectory(SandboxError):
     """A directory was required."""
 
-    code = "ENOTDIR"
+    default_code = "ENOTDIR"
 
 
 class IsADirectory(SandboxError):
     """A file was required, and the path is a directory."""
 
-    code = "EISDIR"
+    default_code = "EISDIR"
 
 
 class NotARegularFile(SandboxError):
     """The path is a FIFO, socket, device or other special file."""
 
-    code = "EINVAL"
+    default_code = "EINVAL"
 
 
 class AlreadyExists(SandboxError):
     """The destination exists and the operation never overwrites."""
 
-    code = "EEXIST"
+    default_code = "EEXIST"
 
 
 class DirectoryNotEmpty(SandboxError):
     """A non-empty directory where an empty one was required."""
 
-    code = "ENOTEMPTY"
+    default_code = "ENOTEMPTY"
 
 
 class LimitExceeded(SandboxError):
     """A size, count, depth or symlink-hop limit was reached."""
 
-    code = "E2BIG"
+    default_code = "E2BIG"
 
 
 class InvalidPath(SandboxError):
     """The path string itself is unusable (empty, NUL byte, bad final name)."""
 
-    code = "EINVAL"
+    default_code = "EINVAL"
 
 
 class InvalidArgument(SandboxError):
     """An argument other than a path is unusable."""
 
-    code = "EINVAL"
+    default_code = "EINVAL"
 
 
 class TimedOut(SandboxError):
     """A filesystem call did not finish in time."""
 
-    code = "ETIMEDOUT"
+    default_code = "ETIMEDOUT"
 
 
 class Conflict(SandboxError):
     """The file changed since the revision the client expected; nothing was changed."""
 
-    code = "ESTALE"
+    default_code = "ESTALE"
 
 
 class Unsupported(SandboxError):
     """The filesystem or kernel does not support the operation."""
 
-    code = "EOPNOTSUPP"
+    default_code = "EOPNOTSUPP"
 
 
 class HardLinked(SandboxError):
     """The file has other names, possibly outside; changing it in place is refused."""
 
-    code = "EMLINK"
+    default_code = "EMLINK"
 
 
 def outside(path: str) -> AccessDenied:
@@ -146,9 +148,9 @@ _ERRNO_MAP: dict[int, tuple[type[SandboxError], str]] = {
 
 def from_oserror(exc: OSError, path: str) -> SandboxError:
     """Translate an OS error about ``path`` (as the client gave it) into a SandboxError."""
-    code = exc.errno or errno.EIO
-    kind, text = _ERRNO_MAP.get(code, (SandboxError, ""))
+    number = exc.errno or errno.EIO
+    name = errno.errorcode.get(number, "EIO")
+    kind, text = _ERRNO_MAP.get(number, (SandboxError, ""))
     if not text:
-        name = errno.errorcode.get(code, "EIO")
-        text = f"{name}: {os.strerror(code).lower()}"
-    return kind(f"{text}: {path}")
+        text = f"{name}: {os.strerror(number).lower()}"
+    return kind(f"{text}: {path}", name)

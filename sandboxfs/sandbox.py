@@ -440,7 +440,7 @@ class Sandbox:
         except OSError as exc:
             if exc.errno in (errno.EACCES, errno.EPERM):
                 raise PermissionDenied(
-                    f"EACCES: permission denied (the file is read-only): {path}"
+                    f"EACCES: permission denied (the file is read-only): {path}", "EACCES"
                 ) from None
             if exc.errno == errno.ELOOP:
                 raise Conflict(

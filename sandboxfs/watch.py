@@ -10,7 +10,7 @@ finishes in the background; only the client stops waiting.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import final
@@ -45,16 +45,41 @@ NO_WATCH = Watch()
 
 
 @final
+@dataclass(frozen=True, slots=True)
+class Stall:
+    """Test-only: make steps about paths containing ``needle`` take ``seconds`` longer,
+    to exercise timeouts without a stalled mount.  Set only from the environment
+    variable named by :data:`TEST_STALL_ENV`."""
+
+    seconds: float
+    needle: str
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str]) -> Stall | None:
+        """Parse ``SECONDS:NEEDLE``; None when the variable is unset."""
+        raw = environ.get(TEST_STALL_ENV)
+        if not raw:
+            return None
+        seconds, _, needle = raw.partition(":")
+        return cls(float(seconds), needle)
+
+
+#: The test-only switch read by :meth:`Stall.from_env`.
+TEST_STALL_ENV = "SANDBOXFS_TEST_STALL"
+
+
+@final
 class StepWatch(Watch):
     """A watch for one call.  Written by one worker thread, read by the event loop.
 
     A single attribute assignment is atomic in CPython, so no lock is needed.
     """
 
-    __slots__ = ("_current",)
+    __slots__ = ("_current", "_stall")
 
-    def __init__(self) -> None:
+    def __init__(self, stall: Stall | None = None) -> None:
         self._current: Step | None = None
+        self._stall = stall
 
     @contextmanager
     def step(self, path: str) -> Iterator[None]:
@@ -64,6 +89,8 @@ class StepWatch(Watch):
             return
         self._current = Step(path, time.monotonic())
         try:
+            if self._stall is not None and self._stall.needle in path:
+                time.sleep(self._stall.seconds)
             yield
         finally:
             self._current = None

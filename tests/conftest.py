@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import shutil
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -11,6 +14,17 @@ from sandboxfs.sandbox import Sandbox
 @pytest.fixture
 def tree(tmp_path: Path) -> Tree:
     return make_tree(tmp_path)
+
+
+@pytest.fixture
+def public_tree() -> Iterator[Tree]:
+    """A tree an ordinary user can reach (pytest's own temp root is private to root)."""
+    base = Path(tempfile.mkdtemp(prefix="sandboxfs-test-"))
+    base.chmod(0o755)
+    try:
+        yield make_tree(base)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.fixture

@@ -1,0 +1,266 @@
+"""Glob patterns over relative paths, without regular expressions.
+
+Semantics follow minimatch with ``dot: true`` (what the reference server uses):
+
+* matching is case-sensitive and against the whole ``/``-separated relative path;
+* ``*`` matches any run of characters within one segment, ``?`` one character,
+  ``[abc]``/``[a-z]``/``[!x]``/``[^x]`` a character class; none of them crosses ``/``;
+* ``**`` as a whole segment matches zero or more segments (at the end of a
+  pattern, one or more: ``src/**`` matches what is below ``src``, not ``src``);
+* names starting with ``.`` are matched like any other;
+* ``{a,b}`` alternatives expand (nested allowed); a leading ``!`` negates;
+* ``\\`` escapes the next character;
+* an absolute pattern, or one with a trailing ``/``, never matches.
+
+Matching is a small automaton walk with no backtracking blow-up: a segment is
+matched in O(len(pattern) x len(name)), the segments with a dynamic programme.
+Invariant (see fuzz/fuzz_globs.py): :func:`compile_glob` either returns a matcher
+or raises :class:`GlobError`; the matcher returns a bool for any string.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Final, final
+
+#: Upper bound on brace alternatives, so ``{a,b}{a,b}...`` cannot explode.
+MAX_ALTERNATIVES: Final = 1024
+#: Longest pattern accepted, in characters.
+MAX_PATTERN_LENGTH: Final = 4096
+
+
+class GlobError(ValueError):
+    """The pattern cannot be used; the message says why."""
+
+
+# A segment is a tuple of tokens: a literal character (str of length 1), ANY (one
+# character), STAR (any run), or a Class.
+_ANY: Final = object()
+_STAR: Final = object()
+_GLOBSTAR: Final = "**"
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class _Class:
+    negated: bool
+    singles: frozenset[str]
+    ranges: tuple[tuple[str, str], ...]
+
+    def matches(self, ch: str) -> bool:
+        inside = ch in self.singles or any(lo <= ch <= hi for lo, hi in self.ranges)
+        return inside != self.negated
+
+
+_Token = object
+_Segment = tuple[_Token, ...]
+
+
+def _expand_braces(pattern: str) -> list[str]:
+    """Expand the first top-level ``{a,b}`` group recursively; escapes are kept."""
+    depth = 0
+    start = -1
+    commas: list[int] = []
+    i = 0
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if ch == "{":
+            if depth == 0:
+                start = i
+                commas = []
+            depth += 1
+        elif ch == "}" and depth > 0:
+            depth -= 1
+            if depth == 0:
+                if not commas:  # "{x}" is literal, as in minimatch
+                    start = -1
+                    i += 1
+                    continue
+                head, tail = pattern[:start], pattern[i + 1 :]
+                bounds = [start, *commas, i]
+                results: list[str] = []
+                for a, b in itertools.pairwise(bounds):
+                    for option in _expand_braces(head + pattern[a + 1 : b] + tail):
+                        results.append(option)
+                        if len(results) > MAX_ALTERNATIVES:
+                            raise GlobError(
+                                f"pattern expands to more than {MAX_ALTERNATIVES} alternatives"
+                            )
+                return results
+        elif ch == "," and depth == 1:
+            commas.append(i)
+        i += 1
+    return [pattern]
+
+
+def _parse_class(segment: str, i: int) -> tuple[_Class, int] | None:
+    """Parse ``[...]`` starting at ``segment[i] == '['``; None if it does not close."""
+    j = i + 1
+    negated = j < len(segment) and segment[j] in "!^"
+    if negated:
+        j += 1
+    singles: set[str] = set()
+    ranges: list[tuple[str, str]] = []
+    first = True
+    while j < len(segment):
+        ch = segment[j]
+        if ch == "]" and not first:
+            return _Class(negated, frozenset(singles), tuple(ranges)), j + 1
+        if ch == "\\" and j + 1 < len(segment):
+            j += 1
+            ch = segment[j]
+        if j + 2 < len(segment) and segment[j + 1] == "-" and segment[j + 2] != "]":
+            hi = segment[j + 2]
+            if hi == "\\" and j + 3 < len(segment):
+                hi = segment[j + 3]
+                j += 1
+            ranges.append((ch, hi))
+            j += 3
+        else:
+            singles.add(ch)
+            j += 1
+        first = False
+    return None
+
+
+def _parse_segment(segment: str) -> _Segment:
+    tokens: list[_Token] = []
+    i = 0
+    while i < len(segment):
+        ch = segment[i]
+        if ch == "\\":
+            if i + 1 < len(segment):
+                tokens.append(segment[i + 1])
+                i += 2
+            else:
+                tokens.append("\\")
+                i += 1
+        elif ch == "*":
+            if not tokens or tokens[-1] is not _STAR:
+                tokens.append(_STAR)
+            i += 1
+        elif ch == "?":
+            tokens.append(_ANY)
+            i += 1
+        elif ch == "[":
+            parsed = _parse_class(segment, i)
+            if parsed is None:
+                tokens.append("[")
+                i += 1
+            else:
+                tokens.append(parsed[0])
+                i = parsed[1]
+        else:
+            tokens.append(ch)
+            i += 1
+    return tuple(tokens)
+
+
+def _token_matches(token: _Token, ch: str) -> bool:
+    if token is _ANY:
+        return True
+    if isinstance(token, _Class):
+        return token.matches(ch)
+    return token == ch
+
+
+def _match_segment(tokens: _Segment, name: str) -> bool:
+    """Wildcard match with a single backtrack point: O(len(tokens) * len(name))."""
+    t = n = 0
+    star_t = star_n = -1
+    while n < len(name):
+        if t < len(tokens) and tokens[t] is not _STAR and _token_matches(tokens[t], name[n]):
+            t += 1
+            n += 1
+        elif t < len(tokens) and tokens[t] is _STAR:
+            star_t, star_n = t, n
+            t += 1
+        elif star_t >= 0:
+            star_n += 1
+            n = star_n
+            t = star_t + 1
+        else:
+            return False
+    while t < len(tokens) and tokens[t] is _STAR:
+        t += 1
+    return t == len(tokens)
+
+
+@final
+class _Alternative:
+    """One brace-expanded alternative: a sequence of segments and globstars."""
+
+    __slots__ = ("never", "segments")
+
+    def __init__(self, pattern: str) -> None:
+        parts = pattern.split("/")
+        # A leading "" (absolute) or trailing "" (trailing slash) can never match a
+        # relative path without a trailing slash; empty parts in between collapse.
+        self.never = pattern.startswith("/") or (len(parts) > 1 and parts[-1] == "")
+        kept = [p for p in parts if p != ""]
+        self.segments: tuple[_Segment | str, ...] = tuple(
+            _GLOBSTAR if p == "**" else _parse_segment(p) for p in kept
+        )
+
+    def matches(self, names: list[str]) -> bool:
+        if self.never or not self.segments:
+            return False
+        segs = self.segments
+        # reachable[k]: pattern position k reachable after consuming the names so far.
+        reachable = [False] * (len(segs) + 1)
+        reachable[0] = True
+        self._skip_globstars(reachable)
+        for name in names:
+            following = [False] * (len(segs) + 1)
+            for k, seg in enumerate(segs):
+                if not reachable[k]:
+                    continue
+                if seg == _GLOBSTAR:
+                    following[k] = True  # ** consumes this name and may consume more
+                    following[k + 1] = True
+                elif isinstance(seg, tuple) and _match_segment(seg, name):
+                    following[k + 1] = True
+            reachable = following
+            self._skip_globstars(reachable)
+            if not any(reachable):
+                return False
+        return reachable[len(segs)]
+
+    def _skip_globstars(self, reachable: list[bool]) -> None:
+        """A ** that is not last may match zero names: step over it.  (A final **
+        is never stepped over, so it needs at least one name.)"""
+        segs = self.segments
+        for k in range(len(segs) - 1):
+            if reachable[k] and segs[k] == _GLOBSTAR:
+                reachable[k + 1] = True
+
+
+@final
+class Glob:
+    """A compiled glob pattern; call :meth:`matches` with a relative path."""
+
+    __slots__ = ("_alternatives", "negated", "pattern")
+
+    def __init__(self, pattern: str) -> None:
+        if len(pattern) > MAX_PATTERN_LENGTH:
+            raise GlobError(f"pattern is longer than {MAX_PATTERN_LENGTH} characters")
+        self.pattern = pattern
+        self.negated = pattern.startswith("!")
+        body = pattern[1:] if self.negated else pattern
+        self._alternatives = tuple(_Alternative(p) for p in _expand_braces(body))
+
+    def matches(self, relative_path: str) -> bool:
+        names = [n for n in relative_path.split("/") if n]
+        hit = any(alt.matches(names) for alt in self._alternatives)
+        return hit != self.negated
+
+
+def compile_glob(pattern: str) -> Glob:
+    """Compile ``pattern``; raises GlobError for an unusable one."""
+    if "\0" in pattern:
+        raise GlobError("pattern contains a NUL character")
+    return Glob(pattern)

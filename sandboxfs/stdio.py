@@ -1,0 +1,293 @@
+"""A hardened JSON-lines stdio transport for the MCP SDK's server loop, on trio.
+
+Closes the SDK stdio gaps (see PROTOCOL.md):
+
+* a line that is not JSON gets -32700 "Parse error"; a bad envelope (not an
+  object, wrong ``jsonrpc``, bad ``id``/``method``/``params``) gets -32600;
+* a line longer than the cap is refused with -32600 without being buffered:
+  the rest of it is skipped as it arrives;
+* an error the SDK would send as ``{"code": 0, "message": str(exc)}`` (which
+  can carry host paths) is rewritten to -32603 "Internal error";
+* at end of input, requests still running are answered before exiting;
+* the wire uses private copies of fds 0 and 1; fd 0 becomes /dev/null and
+  fd 1 stderr, so a stray print() cannot corrupt the stream.
+
+No worker threads: stdin and stdout are trio ``FdStream``s.  The sans-IO part
+(:class:`LineSplitter`, :func:`classify`) is what the fuzz target exercises.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any, Final, final
+
+import anyio
+import mcp_types as types
+import trio
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from mcp.server.lowlevel.server import Server
+from mcp.shared.message import SessionMessage
+from pydantic import ValidationError
+
+log = logging.getLogger("sandboxfs")
+
+#: How long, at end of input, to wait for requests still in flight.
+EOF_DRAIN_TIMEOUT: Final = 30.0
+_READ_SIZE: Final = 256 * 1024
+
+
+def error_frame(request_id: Any, code: int, message: str, data: Any = None) -> bytes:
+    """One JSON-RPC error line."""
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    frame = {"jsonrpc": "2.0", "id": request_id, "error": error}
+    return (json.dumps(frame, separators=(",", ":")) + "\n").encode()
+
+
+def _valid_id(value: Any) -> bool:
+    return (isinstance(value, int) and not isinstance(value, bool)) or isinstance(value, str)
+
+
+def _envelope_problem(obj: dict[str, Any]) -> str | None:
+    """Why ``obj`` is not a JSON-RPC 2.0 message, or None if its envelope is sound."""
+    if obj.get("jsonrpc") != "2.0":
+        return "jsonrpc must be 2.0"
+    if "method" in obj and not isinstance(obj["method"], str):
+        return "bad method"
+    if "params" in obj and not isinstance(obj["params"], dict):
+        return "bad params"
+    if "method" not in obj and "result" not in obj and "error" not in obj:
+        return "no method, result or error"
+    return None
+
+
+def classify(line: bytes) -> SessionMessage | bytes | None:
+    """A message to pass to the server, an error line to send back, or None (blank)."""
+    if not line.strip():
+        return None
+    try:
+        obj = json.loads(line)
+    except (ValueError, RecursionError):
+        return error_frame(None, types.PARSE_ERROR, "Parse error")
+    if not isinstance(obj, dict):
+        return error_frame(None, types.INVALID_REQUEST, "Invalid Request")
+    # A bad id would make pydantic read a request as a notification: refuse it first.
+    if "id" in obj and not _valid_id(obj["id"]):
+        return error_frame(None, types.INVALID_REQUEST, "Invalid Request: bad id")
+    problem = _envelope_problem(obj)
+    if problem is None:
+        try:
+            return SessionMessage(types.jsonrpc_message_adapter.validate_python(obj, by_name=False))
+        except ValidationError:
+            problem = "not a request, notification or response"
+    return error_frame(obj.get("id"), types.INVALID_REQUEST, f"Invalid Request: {problem}")
+
+
+@final
+class LineSplitter:
+    """Splits a byte stream into lines, refusing (not buffering) lines over a cap.
+
+    :meth:`feed` returns complete lines, and ``None`` once for each line that
+    was too long (its bytes are dropped as they arrive).
+    """
+
+    def __init__(self, max_line: int) -> None:
+        self.max_line = max_line
+        self._buffer = bytearray()
+        self._skipping = False
+
+    def feed(self, chunk: bytes) -> list[bytes | None]:
+        out: list[bytes | None] = []
+        start = 0
+        while start < len(chunk):
+            newline = chunk.find(b"\n", start)
+            end = len(chunk) if newline < 0 else newline
+            if not self._skipping:
+                self._buffer += chunk[start:end]
+                if len(self._buffer) > self.max_line:
+                    self._buffer.clear()
+                    self._skipping = True
+                    out.append(None)
+            if newline < 0:
+                break
+            if self._skipping:
+                self._skipping = False
+            else:
+                out.append(bytes(self._buffer))
+                self._buffer.clear()
+            start = newline + 1
+        return out
+
+    def finish(self) -> list[bytes]:
+        """At end of input: a last line without a newline, if any."""
+        rest = bytes(self._buffer) if self._buffer and not self._skipping else b""
+        self._buffer.clear()
+        return [rest] if rest else []
+
+
+@final
+class InputCloser:
+    """Ends the connection from inside: stops reading, so the server loop sees end of
+    input, answers what it can, and returns once everything is written."""
+
+    def __init__(self) -> None:
+        self.scope = trio.CancelScope()
+
+    def close(self) -> None:
+        self.scope.cancel()
+
+
+def _sanitize(message: types.JSONRPCMessage, versions: Sequence[str]) -> types.JSONRPCMessage:
+    """Rewrite what the SDK would leak or understate on the wire."""
+    if not isinstance(message, types.JSONRPCError):
+        return message
+    error = message.error
+    if error.code == 0:  # the SDK's 2025-era catch-all: str(exc) may name host paths
+        return types.JSONRPCError(
+            jsonrpc="2.0",
+            id=message.id,
+            error=types.ErrorData(code=types.INTERNAL_ERROR, message="Internal error"),
+        )
+    if (
+        error.code == types.UNSUPPORTED_PROTOCOL_VERSION
+        and isinstance(error.data, dict)
+        and error.message == "Unsupported protocol version"
+    ):
+        data = {**error.data, "supported": list(versions)}
+        return types.JSONRPCError(
+            jsonrpc="2.0",
+            id=message.id,
+            error=types.ErrorData(code=error.code, message=error.message, data=data),
+        )
+    return message
+
+
+@final
+class _Connection:
+    """One stdio connection: a reader, a relay from the server, and the only writer."""
+
+    def __init__(self, max_line: int, versions: Sequence[str], closer: InputCloser) -> None:
+        self.max_line = max_line
+        self.versions = versions
+        self.reader_scope = closer.scope
+        self.in_flight: set[Any] = set()
+        self.drained = trio.Event()
+
+    @staticmethod
+    async def put(frames: MemoryObjectSendStream[bytes], frame: bytes) -> None:
+        with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+            await frames.send(frame)
+
+    async def handle(
+        self,
+        line: bytes | None,
+        out: MemoryObjectSendStream[SessionMessage | Exception],
+        frames: MemoryObjectSendStream[bytes],
+    ) -> None:
+        if line is None:
+            text = f"Request too large: a line may hold at most {self.max_line} bytes"
+            await self.put(frames, error_frame(None, types.INVALID_REQUEST, text))
+            return
+        item = classify(line)
+        if item is None:
+            return
+        if isinstance(item, bytes):
+            await self.put(frames, item)
+            return
+        if isinstance(item.message, types.JSONRPCRequest):
+            self.in_flight.add(item.message.id)
+        await out.send(item)
+
+    async def reader(
+        self,
+        stdin: trio.lowlevel.FdStream,
+        out: MemoryObjectSendStream[SessionMessage | Exception],
+        frames: MemoryObjectSendStream[bytes],
+    ) -> None:
+        splitter = LineSplitter(self.max_line)
+        async with out, frames:
+            with self.reader_scope:
+                while chunk := await stdin.receive_some(_READ_SIZE):
+                    for line in splitter.feed(chunk):
+                        await self.handle(line, out, frames)
+                for line in splitter.finish():
+                    await self.handle(line, out, frames)
+            # End of input: answer what is still running before the server sees EOF
+            # (the SDK would cancel it and answer -32000 "Connection closed").
+            if self.in_flight:
+                with trio.move_on_after(EOF_DRAIN_TIMEOUT):
+                    await self.drained.wait()
+
+    async def relay(
+        self,
+        source: MemoryObjectReceiveStream[SessionMessage],
+        frames: MemoryObjectSendStream[bytes],
+    ) -> None:
+        async with source, frames:
+            async for session_message in source:
+                message = _sanitize(session_message.message, self.versions)
+                if isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
+                    self.in_flight.discard(message.id)
+                    if not self.in_flight:
+                        self.drained.set()
+                encoded = message.model_dump_json(by_alias=True, exclude_unset=True)
+                await self.put(frames, (encoded + "\n").encode())
+
+    @staticmethod
+    async def writer(
+        stdout: trio.lowlevel.FdStream, frames: MemoryObjectReceiveStream[bytes]
+    ) -> None:
+        async with frames:
+            async for frame in frames:
+                try:
+                    await stdout.send_all(frame)
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    log.info("stdout closed by the client")
+                    return
+
+
+def _take_stdio(stdin_fd: int, stdout_fd: int) -> tuple[int, int]:
+    """Private copies of the wire fds; fd 0 becomes /dev/null and fd 1 stderr, so a
+    stray print() (ours or a library's) cannot corrupt the stream."""
+    wire_in, wire_out = os.dup(stdin_fd), os.dup(stdout_fd)
+    os.set_inheritable(wire_in, False)
+    os.set_inheritable(wire_out, False)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, stdin_fd)
+    os.close(devnull)
+    sys.stdout.flush()
+    os.dup2(2, stdout_fd)
+    return wire_in, wire_out
+
+
+async def serve_stdio(
+    server: Server[Any],
+    *,
+    max_line: int,
+    versions: Sequence[str],
+    closer: InputCloser | None = None,
+    stdin_fd: int = 0,
+    stdout_fd: int = 1,
+) -> None:
+    """Serve ``server`` over stdin/stdout until end of input (or ``closer``)."""
+    wire_in, wire_out = _take_stdio(stdin_fd, stdout_fd)
+    connection = _Connection(max_line, versions, closer or InputCloser())
+    to_server, server_in = anyio.create_memory_object_stream[SessionMessage | Exception](16)
+    server_out, from_server = anyio.create_memory_object_stream[SessionMessage](16)
+    frames_in, frames_out = anyio.create_memory_object_stream[bytes](64)
+    async with (
+        trio.lowlevel.FdStream(wire_in) as stdin,
+        trio.lowlevel.FdStream(wire_out) as stdout,
+        trio.open_nursery() as nursery,
+    ):
+        nursery.start_soon(connection.reader, stdin, to_server, frames_in.clone())
+        nursery.start_soon(connection.relay, from_server, frames_in)
+        nursery.start_soon(connection.writer, stdout, frames_out)
+        await server.run(server_in, server_out, server.create_initialization_options())
+        connection.reader_scope.cancel()

@@ -1,0 +1,70 @@
+"""The tools sandboxfs serves, each declared once (see spec.ToolSpec).
+
+Tool functions take plain arguments and return plain data; the MCP adapter
+(sandboxfs.server) turns them into MCP tools.  Read-only mode keeps exactly the
+tools annotated read-only: the filter reads the declaration, never a second list.
+"""
+
+from __future__ import annotations
+
+from sandboxfs.tools.listing import (
+    GET_FILE_INFO,
+    LIST_ALLOWED_DIRECTORIES,
+    LIST_DIRECTORY,
+    LIST_DIRECTORY_WITH_SIZES,
+)
+from sandboxfs.tools.reading import (
+    READ_FILE,
+    READ_MEDIA_FILE,
+    READ_MULTIPLE_FILES,
+    READ_TEXT_FILE,
+)
+from sandboxfs.tools.spec import (
+    Annotations as Annotations,
+)
+from sandboxfs.tools.spec import (
+    CallContext as CallContext,
+)
+from sandboxfs.tools.spec import (
+    MediaBlock as MediaBlock,
+)
+from sandboxfs.tools.spec import (
+    ToolResult as ToolResult,
+)
+from sandboxfs.tools.spec import (
+    ToolSpec as ToolSpec,
+)
+from sandboxfs.tools.walking import DIRECTORY_TREE, SEARCH_FILES
+from sandboxfs.tools.writing import (
+    APPEND_FILE,
+    COPY_FILE,
+    CREATE_DIRECTORY,
+    EDIT_FILE,
+    MOVE_FILE,
+    WRITE_FILE,
+)
+
+#: Every tool, in the order tools/list presents them.
+TOOLS: tuple[ToolSpec, ...] = (
+    READ_FILE,
+    READ_TEXT_FILE,
+    READ_MEDIA_FILE,
+    READ_MULTIPLE_FILES,
+    WRITE_FILE,
+    APPEND_FILE,
+    EDIT_FILE,
+    CREATE_DIRECTORY,
+    LIST_DIRECTORY,
+    LIST_DIRECTORY_WITH_SIZES,
+    DIRECTORY_TREE,
+    MOVE_FILE,
+    COPY_FILE,
+    SEARCH_FILES,
+    GET_FILE_INFO,
+    LIST_ALLOWED_DIRECTORIES,
+)
+
+
+def served_tools(*, read_only: bool) -> tuple[ToolSpec, ...]:
+    """The tools to serve: all, or in read-only mode those annotated read-only."""
+    return tuple(t for t in TOOLS if t.annotations.read_only or not read_only)

@@ -1,0 +1,164 @@
+"""Tools that describe the filesystem without walking it: list_directory,
+list_directory_with_sizes, get_file_info, list_allowed_directories."""
+
+from __future__ import annotations
+
+import stat
+from typing import Any
+
+from sandboxfs.errors import SandboxError
+from sandboxfs.sandbox import Entry
+from sandboxfs.tools.format import format_size, iso_time
+from sandboxfs.tools.spec import READ_ONLY, CallContext, Param, ToolResult, ToolSpec, path_param
+
+
+def _prefix(entry: Entry) -> str:
+    return "[DIR]" if entry.kind == "directory" else "[FILE]"
+
+
+def list_directory(ctx: CallContext, /, path: str) -> ToolResult:
+    entries = ctx.sandbox.list_dir(path)
+    text = "\n".join(f"{_prefix(e)} {e.name}" for e in entries)
+    return ToolResult(
+        text=text,
+        structured={"path": path, "entries": [{"name": e.name, "type": e.kind} for e in entries]},
+    )
+
+
+def _size_of(ctx: CallContext, path: str, entry: Entry) -> int | None:
+    """The entry's size; a symlink's is its target's, if the target is inside the
+    allowed directories; None when it cannot be known."""
+    if entry.lstat is None:
+        return None
+    if entry.kind != "symlink":
+        return entry.lstat.st_size
+    try:
+        return ctx.sandbox.stat(f"{path.rstrip('/') or '/'}/{entry.name}").size
+    except SandboxError:
+        return None
+
+
+def list_directory_with_sizes(
+    ctx: CallContext, /, path: str, *, sortBy: str = "name"
+) -> ToolResult:
+    entries = ctx.sandbox.list_dir(path, with_stat=True)
+    rows = [(e, None if e.kind == "directory" else _size_of(ctx, path, e)) for e in entries]
+    if sortBy == "size":
+
+        def key(row: tuple[Entry, int | None]) -> int:
+            entry, size = row
+            if entry.kind == "directory":
+                return -(entry.lstat.st_size if entry.lstat else 0)
+            return 1 if size is None else -size
+
+        rows.sort(key=key)
+    lines = []
+    files = dirs = total = 0
+    for entry, size in rows:
+        if entry.kind == "directory":
+            dirs += 1
+            lines.append(f"[DIR] {entry.name:<30} ")
+            continue
+        files += 1
+        total += size or 0
+        shown = "unknown" if size is None else format_size(size)
+        lines.append(f"[FILE] {entry.name:<30} {shown:>10}")
+    lines += [
+        "",
+        f"Total: {files} files, {dirs} directories",
+        f"Combined size: {format_size(total)}",
+    ]
+    structured: dict[str, Any] = {
+        "path": path,
+        "entries": [{"name": e.name, "type": e.kind, "size": s} for e, s in rows],
+        "totalFiles": files,
+        "totalDirectories": dirs,
+        "combinedSize": total,
+    }
+    return ToolResult(text="\n".join(lines), structured=structured)
+
+
+def get_file_info(ctx: CallContext, /, path: str) -> ToolResult:
+    info = ctx.sandbox.stat(path)
+    kind = (
+        "file" if stat.S_ISREG(info.mode) else "directory" if stat.S_ISDIR(info.mode) else "other"
+    )
+    fields: dict[str, Any] = {
+        "size": info.size,
+        "created": iso_time(info.btime_ns),
+        "modified": iso_time(info.mtime_ns),
+        "accessed": iso_time(info.atime_ns),
+        "isDirectory": stat.S_ISDIR(info.mode),
+        "isFile": stat.S_ISREG(info.mode),
+        "type": kind,
+        "permissions": f"{stat.S_IMODE(info.mode) & 0o777:03o}",
+        "hardLinks": info.nlink,
+    }
+    text = "\n".join(
+        f"{key}: {str(value).lower() if isinstance(value, bool) else value}"
+        for key, value in fields.items()
+    )
+    return ToolResult(text=text, structured={"path": path, **fields})
+
+
+def list_allowed_directories(ctx: CallContext, /) -> ToolResult:
+    lines = ["Allowed directories:", *ctx.allowed, *ctx.notes]
+    return ToolResult(
+        text="\n".join(lines),
+        structured={"directories": list(ctx.allowed), "notes": list(ctx.notes)},
+    )
+
+
+LIST_DIRECTORY = ToolSpec(
+    name="list_directory",
+    title="List Directory",
+    description="List the entries of a directory, one per line, each marked [DIR] or [FILE] "
+    "(symlinks and special files are [FILE]), in byte order. Only works within allowed "
+    "directories.",
+    params=(path_param("Path of the directory to list."),),
+    annotations=READ_ONLY,
+    handler=list_directory,
+)
+
+LIST_DIRECTORY_WITH_SIZES = ToolSpec(
+    name="list_directory_with_sizes",
+    title="List Directory with Sizes",
+    description="List the entries of a directory with [DIR]/[FILE] prefixes and file sizes, "
+    "then the number of files and directories and their combined size. An entry whose size "
+    "cannot be known (unreadable, a dangling symlink, or a symlink leaving the allowed "
+    "directories) shows 'unknown' and is left out of the total. Only works within allowed "
+    "directories.",
+    params=(
+        path_param("Path of the directory to list."),
+        Param(
+            "sortBy",
+            {"type": "string", "enum": ["name", "size"], "default": "name"},
+            "Sort by name (byte order) or by size (largest first).",
+        ),
+    ),
+    annotations=READ_ONLY,
+    handler=list_directory_with_sizes,
+)
+
+GET_FILE_INFO = ToolSpec(
+    name="get_file_info",
+    title="Get File Info",
+    description="Metadata of a file or directory without reading it: size, creation, "
+    "modification and access times (UTC), type, permissions and the number of hard links "
+    "(more than 1 means the file has other names). Symlinks inside the allowed directories "
+    "are followed. Only works within allowed directories.",
+    params=(path_param("Path of the file or directory."),),
+    annotations=READ_ONLY,
+    handler=get_file_info,
+)
+
+LIST_ALLOWED_DIRECTORIES = ToolSpec(
+    name="list_allowed_directories",
+    title="List Allowed Directories",
+    description="List the directories this server may access; everything below them is "
+    "accessible too. A directory reached through a symlink is listed in both forms. Use it "
+    "first to learn where you can work.",
+    params=(),
+    annotations=READ_ONLY,
+    handler=list_allowed_directories,
+)

@@ -1,0 +1,240 @@
+"""Reading tools: read_text_file (and its deprecated alias read_file), read_media_file,
+read_multiple_files.  Reads stream: head/tail never load more than they return."""
+
+from __future__ import annotations
+
+import base64
+import os
+from typing import Final
+
+from sandboxfs.errors import InvalidArgument, LimitExceeded, SandboxError
+from sandboxfs.mime import guess_mime
+from sandboxfs.sandbox import OpenFile
+from sandboxfs.tools.format import display_base, file_uri
+from sandboxfs.tools.spec import (
+    READ_ONLY,
+    STRING_LIST,
+    CallContext,
+    MediaBlock,
+    Param,
+    ToolResult,
+    ToolSpec,
+    path_param,
+)
+
+_CHUNK: Final = 64 * 1024
+_MiB: Final = 1024 * 1024
+
+
+def _mib(size: int) -> str:
+    return f"{size / _MiB:.0f} MiB" if size >= _MiB else f"{size} bytes"
+
+
+def head_bytes(f: OpenFile, lines: int, cap: int) -> bytes:
+    """The first ``lines`` lines, each with its line ending; at most ``cap`` bytes."""
+    if lines == 0:
+        return b""
+    kept = bytearray()
+    seen = 0
+    while chunk := f.file.read(_CHUNK):
+        start = 0
+        while seen < lines:
+            newline = chunk.find(b"\n", start)
+            if newline < 0:
+                break
+            seen += 1
+            start = newline + 1
+        if seen >= lines:
+            kept += chunk[:start]
+            break
+        kept += chunk
+        if len(kept) > cap:
+            raise LimitExceeded(f"The first {lines} lines are larger than {_mib(cap)}")
+    if len(kept) > cap:
+        raise LimitExceeded(f"The first {lines} lines are larger than {_mib(cap)}")
+    return bytes(kept)
+
+
+def tail_bytes(f: OpenFile, lines: int, cap: int) -> bytes:
+    """The last ``lines`` lines (a final newline does not start another line), read
+    backwards from the end; at most ``cap`` bytes."""
+    size = f.stat.st_size
+    if lines == 0 or size == 0:
+        return b""
+    pieces: list[bytes] = []
+    held = 0
+    end = size
+    seen = 0
+    while end > 0:
+        begin = max(0, end - _CHUNK)
+        chunk = os.pread(f.fd, end - begin, begin)
+        if not chunk:
+            break
+        scan_end = len(chunk)
+        if end == size and chunk.endswith(b"\n"):
+            scan_end -= 1  # the file's final newline ends the last line
+        while scan_end > 0:
+            newline = chunk.rfind(b"\n", 0, scan_end)
+            if newline < 0:
+                break
+            seen += 1
+            if seen == lines:
+                pieces.append(chunk[newline + 1 :])
+                return _joined(pieces, cap, lines)
+            scan_end = newline
+        pieces.append(chunk)
+        held += len(chunk)
+        if held > cap:
+            raise LimitExceeded(f"The last {lines} lines are larger than {_mib(cap)}")
+        end = begin
+    return _joined(pieces, cap, lines)
+
+
+def _joined(pieces: list[bytes], cap: int, lines: int) -> bytes:
+    data = b"".join(reversed(pieces))
+    if len(data) > cap:
+        raise LimitExceeded(f"The last {lines} lines are larger than {_mib(cap)}")
+    return data
+
+
+def whole_bytes(f: OpenFile, cap: int, path: str) -> bytes:
+    """All of the file, refused (with what to do instead) when larger than ``cap``."""
+    if f.stat.st_size > cap:
+        raise LimitExceeded(
+            f"File is {_mib(f.stat.st_size)}, more than the {_mib(cap)} one read may return: "
+            f"{path}. Read part of it with head, tail, or offset and limit."
+        )
+    data = f.file.read(cap + 1)
+    if len(data) > cap:
+        raise LimitExceeded(f"File grew past {_mib(cap)} while being read: {path}")
+    return data
+
+
+def decode(data: bytes) -> str:
+    """UTF-8 text; invalid bytes become U+FFFD."""
+    return data.decode("utf-8", "replace")
+
+
+def read_text_file(
+    ctx: CallContext, /, path: str, *, head: int | None = None, tail: int | None = None
+) -> ToolResult:
+    if head is not None and tail is not None:
+        raise InvalidArgument("Cannot specify both head and tail parameters simultaneously")
+    cap = ctx.limits.read_bytes
+    with ctx.sandbox.open_file(path) as f:
+        if head is not None:
+            data = head_bytes(f, head, cap)
+        elif tail is not None:
+            data = tail_bytes(f, tail, cap)
+        else:
+            data = whole_bytes(f, cap, path)
+    text = decode(data)
+    return ToolResult(text=text, structured={"content": text})
+
+
+def read_media_file(ctx: CallContext, /, path: str) -> ToolResult:
+    with ctx.sandbox.open_file(path) as f:
+        data = whole_bytes(f, ctx.limits.read_bytes, path)
+    mime = guess_mime(path) or "application/octet-stream"
+    encoded = base64.b64encode(data).decode("ascii")
+    kind = mime.split("/", 1)[0]
+    if kind in ("image", "audio"):
+        block = MediaBlock("image" if kind == "image" else "audio", mime, encoded)
+    else:
+        base = ctx.sandbox.resolver.allow.base
+        uri = file_uri(display_base(path, base, ctx.home))
+        block = MediaBlock("resource", mime, encoded, uri)
+    return ToolResult(
+        media=block, structured={"type": block.kind, "mimeType": mime, "size": len(data)}
+    )
+
+
+def read_multiple_files(ctx: CallContext, /, paths: list[str]) -> ToolResult:
+    budget = ctx.limits.read_bytes
+    parts: list[str] = []
+    files: list[dict[str, object]] = []
+    for path in paths:
+        try:
+            if budget <= 0:
+                raise LimitExceeded(
+                    f"Not read: the files before it used up the {_mib(ctx.limits.read_bytes)} "
+                    "one call may return"
+                )
+            with ctx.sandbox.open_file(path) as f:
+                data = whole_bytes(f, min(budget, ctx.limits.read_bytes), path)
+            budget -= len(data)
+        except SandboxError as exc:
+            parts.append(f"{path}: Error - {exc}")
+            files.append({"path": path, "error": {"code": exc.code, "message": str(exc)}})
+            continue
+        text = decode(data)
+        parts.append(f"{path}:\n{text}\n")
+        files.append({"path": path, "content": text})
+    return ToolResult(text="\n---\n".join(parts), structured={"files": files})
+
+
+_HEAD = Param(
+    "head",
+    {"type": "integer", "minimum": 0},
+    "Return only the first N lines (0 returns no lines).",
+)
+_TAIL = Param(
+    "tail",
+    {"type": "integer", "minimum": 0},
+    "Return only the last N lines (0 returns no lines).",
+)
+
+_TEXT_DESCRIPTION = (
+    "Read a file as UTF-8 text (invalid bytes shown as U+FFFD), whatever its extension. "
+    "Use 'head' or 'tail' to read only the first or last N lines; they cannot be combined. "
+    "Files larger than the server's read limit must be read in parts. "
+    "Only works within allowed directories."
+)
+
+READ_FILE = ToolSpec(
+    name="read_file",
+    title="Read File (Deprecated)",
+    description="Read the complete contents of a file as text. DEPRECATED: Use read_text_file "
+    "instead.",
+    params=(path_param("Path of the file to read."), _HEAD, _TAIL),
+    annotations=READ_ONLY,
+    handler=read_text_file,
+)
+
+READ_TEXT_FILE = ToolSpec(
+    name="read_text_file",
+    title="Read Text File",
+    description=_TEXT_DESCRIPTION,
+    params=(path_param("Path of the file to read."), _HEAD, _TAIL),
+    annotations=READ_ONLY,
+    handler=read_text_file,
+)
+
+READ_MEDIA_FILE = ToolSpec(
+    name="read_media_file",
+    title="Read Media File",
+    description="Read a file and return it base64-encoded with its MIME type (from the "
+    "extension). Images and audio come back as image/audio content; any other file as an "
+    "embedded resource. Only works within allowed directories.",
+    params=(path_param("Path of the file to read."),),
+    annotations=READ_ONLY,
+    handler=read_media_file,
+)
+
+READ_MULTIPLE_FILES = ToolSpec(
+    name="read_multiple_files",
+    title="Read Multiple Files",
+    description="Read several files in one call. Each file's content is returned under its "
+    "path; a file that cannot be read is reported in place and the others are still read. "
+    "Only works within allowed directories.",
+    params=(
+        Param(
+            "paths",
+            {**STRING_LIST, "minItems": 1},
+            "Paths of the files to read, each within an allowed directory.",
+            required=True,
+        ),
+    ),
+    annotations=READ_ONLY,
+    handler=read_multiple_files,
+)

@@ -1,0 +1,119 @@
+"""How a tool is declared: once, with everything the adapter and the docs derive from it.
+
+Tool functions are plain synchronous functions over the Root layer; they take a
+:class:`CallContext` and keyword arguments named as on the wire, and return a
+:class:`ToolResult` or raise :class:`~sandboxfs.errors.SandboxError`.  No MCP
+types here: the MCP adapter turns these into schemas and content blocks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal, final
+
+from sandboxfs.limits import Limits
+from sandboxfs.sandbox import Sandbox
+
+JSON = dict[str, Any]
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Annotations:
+    """MCP tool annotations; every tool sets all four."""
+
+    read_only: bool
+    idempotent: bool
+    destructive: bool
+    open_world: bool = False
+
+
+#: Annotations shared by every tool that only reads.
+READ_ONLY = Annotations(read_only=True, idempotent=True, destructive=False)
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Param:
+    """One tool parameter: its JSON schema, what it means, whether it is required."""
+
+    name: str
+    schema: Mapping[str, Any]
+    description: str
+    required: bool = False
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class MediaBlock:
+    """Binary content for the client: an image, audio, or an embedded resource blob."""
+
+    kind: Literal["image", "audio", "resource"]
+    mime: str
+    data: str  # base64
+    uri: str | None = None
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """What a tool returns: text for the model, structured data for the client."""
+
+    text: str | None = None
+    structured: JSON | None = None
+    media: MediaBlock | None = None
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class CallContext:
+    """Everything one call may use.  Built per call; holds no mutable shared state."""
+
+    sandbox: Sandbox
+    limits: Limits
+    #: Allowed directories as list_allowed_directories reports them.
+    allowed: tuple[str, ...] = ()
+    #: Extra lines for list_allowed_directories (e.g. why client Roots are confined).
+    notes: tuple[str, ...] = ()
+    home: str | None = None
+
+
+Handler = Callable[..., ToolResult]
+
+
+@final
+@dataclass(frozen=True)
+class ToolSpec:
+    """A tool, declared once.  The read-only filter, the adapter and the README table
+    all derive from this."""
+
+    name: str
+    title: str
+    description: str
+    params: tuple[Param, ...]
+    annotations: Annotations
+    handler: Handler
+    output_schema: JSON | None = field(default=None)
+
+    def input_schema(self) -> JSON:
+        """The JSON Schema of the arguments; unknown arguments are refused."""
+        properties: JSON = {}
+        for param in self.params:
+            properties[param.name] = {**param.schema, "description": param.description}
+        schema: JSON = {
+            "type": "object",
+            "properties": properties,
+            "additionalProperties": False,
+        }
+        required = [p.name for p in self.params if p.required]
+        if required:
+            schema["required"] = required
+        return schema
+
+
+def path_param(description: str = "Path of the file or directory.") -> Param:
+    return Param("path", {"type": "string", "minLength": 1}, description, required=True)
+
+
+STRING_LIST = {"type": "array", "items": {"type": "string"}}

@@ -1,0 +1,245 @@
+"""Tools that walk a tree: search_files and directory_tree.
+
+Walks go through directory descriptors, reopening each directory beneath its
+allowed directory and never following a symlink.  They are bounded: each
+directory read is one timed step, at most ``walk_entries`` entries are visited
+(excluded entries do not count, and are never read), and at most
+``tree_depth`` levels are descended.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any, Final
+
+from sandboxfs.errors import (
+    InvalidArgument,
+    LimitExceeded,
+    NotADirectory,
+    NotFound,
+    PermissionDenied,
+    SandboxError,
+)
+from sandboxfs.globs import Glob, GlobError, compile_glob
+from sandboxfs.resolver import Location
+from sandboxfs.sandbox import Entry
+from sandboxfs.tools.format import display_base
+from sandboxfs.tools.spec import (
+    READ_ONLY,
+    STRING_LIST,
+    CallContext,
+    Param,
+    ToolResult,
+    ToolSpec,
+    path_param,
+)
+
+_NARROW: Final = "narrow path, or name the large or slow folder in excludePatterns"
+
+
+class Walker:
+    """Reads directories below a start directory, counting what it visits."""
+
+    def __init__(
+        self,
+        ctx: CallContext,
+        path: str,
+        tool: str,
+        exclude: Callable[[str], bool],
+    ) -> None:
+        self.ctx = ctx
+        self.path = path
+        self.tool = tool
+        self.exclude = exclude
+        self.start: Location = ctx.sandbox.directory(path)
+        #: The start as an absolute path the client can reuse (never a resolved one).
+        self.base = display_base(path, ctx.sandbox.resolver.allow.base, ctx.home).rstrip("/")
+        self.visited = 0
+        self.unreadable: list[tuple[str, str]] = []
+
+    def display(self, rel: tuple[str, ...]) -> str:
+        return "/".join((self.base, *rel)) if rel else self.path
+
+    def children(self, rel: tuple[str, ...]) -> list[tuple[str, Entry]] | None:
+        """(relative path, entry) for each entry of the directory at ``rel`` that is not
+        excluded; None (and a note) if it cannot be read."""
+        if len(rel) >= self.ctx.limits.tree_depth:
+            raise LimitExceeded(
+                f"{self.tool} stopped: the tree is deeper than {self.ctx.limits.tree_depth} "
+                f"levels below {self.path}; {_NARROW}"
+            )
+        loc = Location(self.start.root, self.start.rel + rel)
+        try:
+            entries = self.ctx.sandbox.scan(loc, self.display(rel))
+        except (PermissionDenied, NotFound, NotADirectory) as exc:
+            if not rel:
+                raise
+            self.unreadable.append((self.display(rel), exc.code))
+            return None
+        kept: list[tuple[str, Entry]] = []
+        for entry in entries:
+            relative = "/".join((*rel, entry.name))
+            if self.exclude(relative):
+                continue
+            self.visited += 1
+            if self.visited > self.ctx.limits.walk_entries:
+                raise LimitExceeded(
+                    f"{self.tool} stopped after visiting {self.ctx.limits.walk_entries} entries "
+                    f"below {self.path}; {_NARROW}"
+                )
+            kept.append((relative, entry))
+        return kept
+
+
+def _compile(patterns: list[str]) -> list[Glob]:
+    try:
+        return [compile_glob(p) for p in patterns]
+    except GlobError as exc:
+        raise InvalidArgument(f"Invalid glob pattern: {exc}") from None
+
+
+def _link_stays_inside(ctx: CallContext, display: str) -> bool:
+    try:
+        ctx.sandbox.stat(display)
+    except SandboxError:
+        return False
+    return True
+
+
+def search_files(
+    ctx: CallContext,
+    /,
+    path: str,
+    pattern: str,
+    *,
+    excludePatterns: list[str] | None = None,
+) -> ToolResult:
+    matcher = _compile([pattern])[0]
+    excludes = _compile(excludePatterns or [])
+    walker = Walker(ctx, path, "search_files", lambda rel: any(g.matches(rel) for g in excludes))
+    matches: list[str] = []
+    stack: list[tuple[str, ...]] = [()]
+    while stack:
+        rel = stack.pop()
+        children = walker.children(rel)
+        if children is None:
+            continue
+        below: list[tuple[str, ...]] = []
+        for relative, entry in children:
+            full = f"{walker.base}/{relative}"
+            if matcher.matches(relative) and (
+                entry.kind != "symlink" or _link_stays_inside(ctx, full)
+            ):
+                matches.append(full)
+            if entry.kind == "directory":
+                below.append((*rel, entry.name))
+        stack.extend(reversed(below))
+    text = "\n".join(matches) if matches else "No matches found"
+    if walker.unreadable:
+        note = "\n".join(f"  {p} ({code})" for p, code in walker.unreadable)
+        text += (
+            f"\n\nSearch incomplete: {len(walker.unreadable)} "
+            f"director{'y' if len(walker.unreadable) == 1 else 'ies'} could not be read:\n{note}"
+        )
+    return ToolResult(
+        text=text,
+        structured={
+            "matches": matches,
+            "unreadable": [{"path": p, "code": c} for p, c in walker.unreadable],
+            "visited": walker.visited,
+        },
+    )
+
+
+def _tree_excluder(patterns: list[str]) -> Callable[[str], bool]:
+    """directory_tree's rule: a pattern without '*' also matches at any depth and
+    everything below it (``node_modules``, ``.git``, ``lib/deep``)."""
+    globs: list[Glob] = []
+    for pattern in patterns:
+        globs.extend(_compile([pattern]))
+        if "*" not in pattern:
+            globs.extend(_compile([f"**/{pattern}", f"**/{pattern}/**"]))
+    return lambda rel: any(g.matches(rel) for g in globs)
+
+
+def directory_tree(
+    ctx: CallContext,
+    /,
+    path: str,
+    *,
+    excludePatterns: list[str] | None = None,
+    depth: int | None = None,
+) -> ToolResult:
+    walker = Walker(ctx, path, "directory_tree", _tree_excluder(excludePatterns or []))
+
+    def build(rel: tuple[str, ...], children: list[tuple[str, Entry]]) -> list[dict[str, Any]]:
+        nodes: list[dict[str, Any]] = []
+        for _, entry in children:
+            if entry.kind != "directory":
+                nodes.append({"name": entry.name, "type": "file"})
+                continue
+            node: dict[str, Any] = {"name": entry.name, "type": "directory"}
+            if depth is None or len(rel) + 1 < depth:
+                inner = (*rel, entry.name)
+                below = walker.children(inner)
+                node["children"] = [] if below is None else build(inner, below)
+                if below is None:
+                    node["error"] = walker.unreadable[-1][1]
+            nodes.append(node)
+        return nodes
+
+    tree = build((), walker.children(()) or [])
+    return ToolResult(
+        text=json.dumps(tree, indent=2, ensure_ascii=False), structured={"tree": tree}
+    )
+
+
+_EXCLUDES = Param(
+    "excludePatterns",
+    {**STRING_LIST, "default": []},
+    "Glob patterns of entries to skip (relative to path). An excluded entry is never read, "
+    "so excluding a slow or huge folder keeps the walk out of it.",
+)
+
+SEARCH_FILES = ToolSpec(
+    name="search_files",
+    title="Search Files",
+    description="Recursively find files and directories by name with a glob matched, "
+    "case-sensitively, against each entry's path relative to 'path': '*.ext' matches entries "
+    "directly under path, '**/*.ext' or '**/name' at any depth ('*' never crosses '/'). Never "
+    "reads file contents. Returns full paths. Symlinks are listed, not followed. Directories "
+    "that cannot be read are listed in a note after the matches. Stops with an error after "
+    "100,000 visited entries or a directory read slower than 15 s. Only searches within "
+    "allowed directories.",
+    params=(
+        path_param("Directory to search from."),
+        Param("pattern", {"type": "string"}, "Glob to match, e.g. '**/*.py'.", required=True),
+        _EXCLUDES,
+    ),
+    annotations=READ_ONLY,
+    handler=search_files,
+)
+
+DIRECTORY_TREE = ToolSpec(
+    name="directory_tree",
+    title="Directory Tree",
+    description="A recursive tree of a directory as 2-space-indented JSON: each entry has "
+    "'name', 'type' ('file' or 'directory') and, for directories, 'children' (empty for an "
+    "empty directory; omitted at the last level when 'depth' is set, since that level is not "
+    "read). Symlinks are shown as files and not followed. An exclude pattern without '*' "
+    "matches that name at any depth. Stops with an error after 100,000 visited entries. Only "
+    "works within allowed directories.",
+    params=(
+        path_param("Directory to start from."),
+        _EXCLUDES,
+        Param(
+            "depth",
+            {"type": "integer", "minimum": 1},
+            "How many levels to descend: 1 lists only the entries directly in path. Omitted, "
+            "the whole tree.",
+        ),
+    ),
+    annotations=READ_ONLY,
+    handler=directory_tree,
+)

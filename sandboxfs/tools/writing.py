@@ -1,0 +1,225 @@
+"""Tools that change the filesystem: write_file, append_file, edit_file,
+create_directory, move_file, copy_file."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sandboxfs.errors import InvalidArgument, LimitExceeded
+from sandboxfs.textedit import Edit, EditError, apply_edits
+from sandboxfs.tools.reading import whole_bytes
+from sandboxfs.tools.spec import (
+    Annotations,
+    CallContext,
+    Param,
+    ToolResult,
+    ToolSpec,
+    path_param,
+)
+from sandboxfs.unidiff import fenced, unified_diff
+
+
+def encode_content(content: str, ctx: CallContext) -> bytes:
+    """UTF-8 bytes of ``content``, within the write limit."""
+    try:
+        data = content.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidArgument(
+            "content is not valid Unicode (it contains a lone surrogate)"
+        ) from None
+    if len(data) > ctx.limits.write_bytes:
+        raise LimitExceeded(
+            f"content is {len(data)} bytes, more than the {ctx.limits.write_bytes} bytes "
+            "the server accepts in one call"
+        )
+    return data
+
+
+def write_file(ctx: CallContext, /, path: str, content: str) -> ToolResult:
+    data = encode_content(content, ctx)
+    ctx.sandbox.replace_file(path, data)
+    return ToolResult(
+        text=f"Successfully wrote to {path}", structured={"path": path, "size": len(data)}
+    )
+
+
+def append_file(ctx: CallContext, /, path: str, content: str) -> ToolResult:
+    data = encode_content(content, ctx)
+    st = ctx.sandbox.append_file(path, data)
+    return ToolResult(
+        text=f"Successfully appended to {path}",
+        structured={"path": path, "appended": len(data), "size": st.st_size},
+    )
+
+
+def _for_display(text: str) -> str:
+    """LF line endings and no undecodable bytes: how diffs show file text."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace").replace("\r\n", "\n")
+
+
+def edit_file(
+    ctx: CallContext, /, path: str, edits: list[dict[str, Any]], *, dryRun: bool = False
+) -> ToolResult:
+    with ctx.sandbox.open_file(path) as f:
+        before = whole_bytes(f, ctx.limits.edit_bytes, path)
+        seen = f.stat
+    # surrogateescape keeps bytes that are not UTF-8 exactly as they were.
+    original = before.decode("utf-8", "surrogateescape")
+    try:
+        edited = apply_edits(original, [Edit(e["oldText"], e["newText"]) for e in edits])
+    except EditError as exc:
+        raise InvalidArgument(str(exc)) from None
+    diff = unified_diff(_for_display(original), _for_display(edited), path)
+    if not dryRun:
+        ctx.sandbox.replace_file(path, edited.encode("utf-8", "surrogateescape"), expected=seen)
+    return ToolResult(
+        text=fenced(diff),
+        structured={"path": path, "diff": diff, "dryRun": dryRun, "edits": len(edits)},
+    )
+
+
+def create_directory(ctx: CallContext, /, path: str) -> ToolResult:
+    created = ctx.sandbox.make_dirs(path)
+    return ToolResult(
+        text=f"Successfully created directory {path}",
+        structured={"path": path, "created": created},
+    )
+
+
+def move_file(ctx: CallContext, /, source: str, destination: str) -> ToolResult:
+    ctx.sandbox.rename(source, destination)
+    return ToolResult(
+        text=f"Successfully moved {source} to {destination}",
+        structured={"source": source, "destination": destination},
+    )
+
+
+def copy_file(ctx: CallContext, /, source: str, destination: str) -> ToolResult:
+    st = ctx.sandbox.copy_file(source, destination)
+    return ToolResult(
+        text=f"Successfully copied {source} to {destination}",
+        structured={"source": source, "destination": destination, "size": st.st_size},
+    )
+
+
+_CONTENT = {"type": "string"}
+
+WRITE_FILE = ToolSpec(
+    name="write_file",
+    title="Write File",
+    description="Create a file or replace an existing file's content completely. The "
+    "replacement is atomic: readers see the old or the new content, never a mix, and a "
+    "failed write leaves the old file intact. The file keeps its permissions, owner (where "
+    "permitted) and extended attributes; a read-only file is refused. A file with other hard "
+    "links gets a name of its own: the other names keep the old content. Only works within "
+    "allowed directories.",
+    params=(
+        path_param("Path of the file to write."),
+        Param("content", _CONTENT, "The complete new content (UTF-8 text).", required=True),
+    ),
+    annotations=Annotations(read_only=False, idempotent=True, destructive=True),
+    handler=write_file,
+)
+
+APPEND_FILE = ToolSpec(
+    name="append_file",
+    title="Append to File",
+    description="Append text to the end of a file, creating it if it does not exist. The "
+    "text is appended exactly as given: no newline is added before or after it. The file is "
+    "changed in place; a directory or other non-regular file is refused, and so is a file "
+    "with more than one hard link (the change would also appear at its other names). Only "
+    "works within allowed directories.",
+    params=(
+        path_param("Path of the file to append to."),
+        Param("content", _CONTENT, "Text to append, exactly as given.", required=True),
+    ),
+    annotations=Annotations(read_only=False, idempotent=False, destructive=False),
+    handler=append_file,
+)
+
+_EDITS = {
+    "type": "array",
+    "items": {
+        "type": "object",
+        "properties": {
+            "oldText": {
+                "type": "string",
+                "description": "Text to find: exactly, or as whole lines equal once leading "
+                "and trailing whitespace is ignored. Line endings never matter.",
+            },
+            "newText": {"type": "string", "description": "Text to put in its place."},
+        },
+        "required": ["oldText", "newText"],
+        "additionalProperties": False,
+    },
+}
+
+EDIT_FILE = ToolSpec(
+    name="edit_file",
+    title="Edit File",
+    description="Make selective edits to a text file and return a git-style diff. Each "
+    "oldText must match the file exactly (line endings never matter) or, failing that, as a "
+    "run of whole lines equal once leading and trailing whitespace is ignored; each "
+    "replacement line then takes the indentation of the line it replaces. Edits apply in "
+    "order; if any edit has no match, none is applied and the error shows the closest lines. "
+    "The file keeps its line endings (LF or CRLF). Use dryRun to preview. Only works within "
+    "allowed directories.",
+    params=(
+        path_param("Path of the file to edit."),
+        Param("edits", _EDITS, "Edits to apply, in order.", required=True),
+        Param(
+            "dryRun",
+            {"type": "boolean", "default": False},
+            "Preview the diff without changing the file.",
+        ),
+    ),
+    annotations=Annotations(read_only=False, idempotent=False, destructive=True),
+    handler=edit_file,
+)
+
+CREATE_DIRECTORY = ToolSpec(
+    name="create_directory",
+    title="Create Directory",
+    description="Create a directory, with any missing parents, or succeed silently if it "
+    "already exists. Only works within allowed directories.",
+    params=(path_param("Path of the directory to create."),),
+    annotations=Annotations(read_only=False, idempotent=True, destructive=False),
+    handler=create_directory,
+)
+
+MOVE_FILE = ToolSpec(
+    name="move_file",
+    title="Move File",
+    description="Move or rename a file or directory. Fails if the destination exists: it "
+    "never replaces anything. A symlink is moved as a link. Across filesystems a regular file "
+    "is copied (with its permissions and modification time) and then removed; a directory "
+    "cannot be moved across filesystems. Both paths must be within allowed directories.",
+    params=(
+        Param("source", {"type": "string", "minLength": 1}, "What to move.", required=True),
+        Param(
+            "destination", {"type": "string", "minLength": 1}, "Where to move it.", required=True
+        ),
+    ),
+    annotations=Annotations(read_only=False, idempotent=False, destructive=True),
+    handler=move_file,
+)
+
+COPY_FILE = ToolSpec(
+    name="copy_file",
+    title="Copy File",
+    description="Copy one regular file to a new path, without its content passing through "
+    "the conversation. Never overwrites: fails if the destination exists. Keeps permissions "
+    "(never setuid/setgid) and modification time; a directory or special file is refused; a "
+    "failed copy leaves nothing behind. Both paths must be within allowed directories.",
+    params=(
+        Param("source", {"type": "string", "minLength": 1}, "The file to copy.", required=True),
+        Param(
+            "destination",
+            {"type": "string", "minLength": 1},
+            "Where to create the copy.",
+            required=True,
+        ),
+    ),
+    annotations=Annotations(read_only=False, idempotent=True, destructive=False),
+    handler=copy_file,
+)

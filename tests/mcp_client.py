@@ -1,0 +1,146 @@
+"""Drive the real sandboxfs server through the real MCP SDK client, over stdio.
+
+``session(...)`` starts ``python -m sandboxfs ARGS`` as a subprocess and yields a
+connected SDK ``Client`` in the requested protocol era; the server's stderr is
+collected in a file the test can read.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import mcp_types as types
+import trio
+from mcp.client import Client, ClientRequestContext
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+Era = Literal["2025", "2026"]
+ERAS: tuple[Era, ...] = ("2025", "2026")
+SERVER = [sys.executable, "-m", "sandboxfs"]
+
+
+@dataclass
+class Roots:
+    """The Roots a 2025-era test client advertises; change them and notify."""
+
+    paths: list[str] = field(default_factory=list)
+    asked: int = 0
+
+    async def answer(self, ctx: ClientRequestContext) -> types.ListRootsResult:
+        self.asked += 1
+        return types.ListRootsResult(
+            roots=[types.Root(uri=Path(p).as_uri(), name=Path(p).name) for p in self.paths]
+        )
+
+
+@dataclass
+class Session:
+    client: Client
+    stderr: Path
+
+    async def call(self, tool: str, **arguments: Any) -> types.CallToolResult:
+        return await self.client.call_tool(tool, arguments)
+
+    async def text(self, tool: str, **arguments: Any) -> str:
+        """The text of a successful call (fails the test on isError)."""
+        result = await self.call(tool, **arguments)
+        assert not result.is_error, _text(result)
+        return _text(result)
+
+    async def error(self, tool: str, **arguments: Any) -> str:
+        """The text of a call that must fail with isError."""
+        result = await self.call(tool, **arguments)
+        assert result.is_error, _text(result)
+        return _text(result)
+
+    def log(self) -> str:
+        return self.stderr.read_text()
+
+
+def _text(result: types.CallToolResult) -> str:
+    return "".join(c.text for c in result.content if isinstance(c, types.TextContent))
+
+
+def server_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {"PYTHONPATH": os.pathsep.join(sys.path), "HOME": os.environ.get("HOME", "/root")}
+    env.update(extra or {})
+    return env
+
+
+@asynccontextmanager
+async def session(
+    *args: str,
+    era: Era = "2026",
+    roots: Roots | None = None,
+    env: dict[str, str] | None = None,
+    command: Sequence[str] | None = None,
+) -> AsyncIterator[Session]:
+    """A connected client; ``command`` replaces ``python -m sandboxfs ARGS`` entirely."""
+    argv = list(command) if command is not None else [*SERVER, *args]
+    params = StdioServerParameters(command=argv[0], args=argv[1:], env=server_env(env))
+    with tempfile.NamedTemporaryFile("w+", suffix=".stderr", delete=False) as log:
+        stderr = Path(log.name)
+        transport = stdio_client(params, errlog=log)
+        client = Client(
+            transport,
+            mode="legacy" if era == "2025" else "2026-07-28",
+            list_roots_callback=roots.answer if roots is not None else None,
+            cache=None,
+            read_timeout_seconds=60,
+        )
+        try:
+            async with client:
+                yield Session(client, stderr)
+        finally:
+            stderr.unlink()
+
+
+def run(fn: Callable[[], Awaitable[None]]) -> None:
+    trio.run(fn)
+
+
+def raw_exchange(
+    args: Sequence[str], lines: Sequence[str | bytes], timeout: float = 30
+) -> tuple[list[dict[str, Any]], str, int]:
+    """Write raw lines to a server's stdin, close it, and collect every reply line."""
+    data = b"".join((x if isinstance(x, bytes) else x.encode()) + b"\n" for x in lines)
+    proc = subprocess.run(
+        [*SERVER, *args], input=data, capture_output=True, timeout=timeout, env=server_env()
+    )
+    replies = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+    return replies, proc.stderr.decode(), proc.returncode
+
+
+INIT_2025 = json.dumps(
+    {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "1"},
+        },
+    }
+)
+INITIALIZED = json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+
+def call_line(request_id: int, tool: str, **arguments: Any) -> str:
+    return json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "method": "tools/call",
+            "params": {"name": tool, "arguments": arguments},
+        }
+    )
