@@ -349,6 +349,10 @@ class Sandbox:
                 continue
             with closing_fd(fd):
                 if not stat.S_ISDIR(os.fstat(fd).st_mode):
+                    if existing == len(loc.rel):
+                        raise AlreadyExists(
+                            f"EEXIST: a file that is not a directory already exists: {path}"
+                        )
                     raise NotADirectory(f"ENOTDIR: not a directory: {path}")
             break
         if existing == len(loc.rel):

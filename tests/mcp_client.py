@@ -38,7 +38,10 @@ class Roots:
     async def answer(self, ctx: ClientRequestContext) -> types.ListRootsResult:
         self.asked += 1
         return types.ListRootsResult(
-            roots=[types.Root(uri=Path(p).as_uri(), name=Path(p).name) for p in self.paths]
+            roots=[
+                types.Root(uri=p if "://" in p else Path(p).as_uri(), name=Path(p).name)
+                for p in self.paths
+            ]
         )
 
 

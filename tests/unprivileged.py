@@ -27,7 +27,7 @@ NOBODY = 65534
 
 
 def _world_readable(top: Path) -> None:
-    for dirpath, dirnames, filenames in os.walk(top):
+    for dirpath, _, filenames in os.walk(top):
         os.chmod(dirpath, 0o755)
         for name in filenames:
             path = os.path.join(dirpath, name)

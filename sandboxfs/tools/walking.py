@@ -10,7 +10,7 @@ directory read is one timed step, at most ``walk_entries`` entries are visited
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, Final
 
 from sandboxfs.errors import (
@@ -119,22 +119,21 @@ def search_files(
     excludes = _compile(excludePatterns or [])
     walker = Walker(ctx, path, "search_files", lambda rel: any(g.matches(rel) for g in excludes))
     matches: list[str] = []
-    stack: list[tuple[str, ...]] = [()]
-    while stack:
-        rel = stack.pop()
-        children = walker.children(rel)
-        if children is None:
+    # Depth-first, pre-order: a directory's contents come right after it.
+    pending: list[Iterator[tuple[str, Entry]]] = [iter(walker.children(()) or [])]
+    while pending:
+        item = next(pending[-1], None)
+        if item is None:
+            pending.pop()
             continue
-        below: list[tuple[str, ...]] = []
-        for relative, entry in children:
-            full = f"{walker.base}/{relative}"
-            if matcher.matches(relative) and (
-                entry.kind != "symlink" or _link_stays_inside(ctx, full)
-            ):
-                matches.append(full)
-            if entry.kind == "directory":
-                below.append((*rel, entry.name))
-        stack.extend(reversed(below))
+        relative, entry = item
+        full = f"{walker.base}/{relative}"
+        if matcher.matches(relative) and (entry.kind != "symlink" or _link_stays_inside(ctx, full)):
+            matches.append(full)
+        if entry.kind == "directory":
+            below = walker.children(tuple(relative.split("/")))
+            if below:
+                pending.append(iter(below))
     text = "\n".join(matches) if matches else "No matches found"
     if walker.unreadable:
         note = "\n".join(f"  {p} ({code})" for p, code in walker.unreadable)
