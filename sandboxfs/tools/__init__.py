@@ -68,3 +68,22 @@ TOOLS: tuple[ToolSpec, ...] = (
 def served_tools(*, read_only: bool) -> tuple[ToolSpec, ...]:
     """The tools to serve: all, or in read-only mode those annotated read-only."""
     return tuple(t for t in TOOLS if t.annotations.read_only or not read_only)
+
+
+def annotation_table() -> str:
+    """The README's table of tools and their annotations, rendered from the declarations."""
+
+    def flag(value: bool) -> str:
+        return f"`{str(value).lower()}`"
+
+    rows = [
+        "| Tool | Title | readOnlyHint | idempotentHint | destructiveHint | openWorldHint |",
+        "|---|---|---|---|---|---|",
+    ]
+    for tool in TOOLS:
+        a = tool.annotations
+        rows.append(
+            f"| `{tool.name}` | {tool.title} | {flag(a.read_only)} | {flag(a.idempotent)} "
+            f"| {flag(a.destructive)} | {flag(a.open_world)} |"
+        )
+    return "\n".join(rows)
