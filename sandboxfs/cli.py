@@ -18,12 +18,12 @@ from typing import Final, NoReturn, final
 
 import trio
 
-from sandboxfs import __version__
+from sandboxfs import __version__, landlock
 from sandboxfs.access import AccessControl
 from sandboxfs.allowlist import AllowList, Root
 from sandboxfs.limits import LIMIT_HELP, Limits
 from sandboxfs.server import SUPPORTED_VERSIONS, SandboxfsServer, ServerOptions
-from sandboxfs.stdio import InputCloser, serve_stdio
+from sandboxfs.stdio import InputCloser, serve_stdio, take_stdio
 from sandboxfs.syscalls import Openat2Unavailable, probe_openat2
 from sandboxfs.watch import Stall
 
@@ -40,7 +40,24 @@ FLAGS: Final[dict[str, tuple[str, str]]] = {
         "no_xdev",
         "refuse paths that cross a mount point inside an allowed directory",
     ),
+    "--no-landlock": (
+        "no_landlock",
+        "do not apply Landlock (restores the reference server's Roots semantics)",
+    ),
+    "--require-landlock": (
+        "require_landlock",
+        "refuse to start if the kernel cannot apply Landlock",
+    ),
 }
+
+#: Test-only switch: after Landlock applies, allow "/" at the openat2 layer, so that
+#: only Landlock stands between a request and the rest of the filesystem.
+TEST_BYPASS_OPENAT2_ENV: Final = "SANDBOXFS_TEST_BYPASS_OPENAT2"
+
+LANDLOCK_NOTE: Final = (
+    "Landlock confines this server to the command-line directories: client Roots can "
+    "narrow them but not add others."
+)
 
 #: Limit options: option -> Limits field.
 LIMIT_OPTIONS: Final[dict[str, str]] = {
@@ -69,6 +86,8 @@ class Arguments:
     read_only: bool = False
     confine_roots: bool = False
     no_xdev: bool = False
+    no_landlock: bool = False
+    require_landlock: bool = False
     limits: Limits = field(default_factory=Limits)
     show_help: bool = False
     show_version: bool = False
@@ -178,6 +197,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def serve(args: Arguments) -> int:
     """Open the directories, then serve stdio until the client goes away."""
+    for name in sorted(os.environ):
+        if name.startswith("SANDBOXFS_TEST_"):
+            log.warning("WARNING: TEST MODE: %s is set; never set it in production", name)
     try:
         probe_openat2()
     except Openat2Unavailable as exc:
@@ -192,9 +214,19 @@ def serve(args: Arguments) -> int:
             _fail(f"allowed directory {directory} is not a directory")
         except OSError as exc:
             _fail(f"cannot open allowed directory {directory}: {exc.strerror}")
+    if args.no_landlock and args.require_landlock:
+        _fail("--no-landlock and --require-landlock contradict each other")
     if args.confine_roots and not roots:
         log.warning("Warning: --confine-roots has no effect without command-line directories")
-    access = AccessControl(AllowList.of(roots), confine=args.confine_roots)
+    wire = take_stdio()
+    landlocked = _apply_landlock(roots, args)
+    if os.environ.get(TEST_BYPASS_OPENAT2_ENV) == "1":
+        roots.append(Root.open("/"))  # the openat2 layer now admits every path
+    access = AccessControl(
+        AllowList.of(roots),
+        confine=args.confine_roots or landlocked,
+        notes=(LANDLOCK_NOTE,) if landlocked else (),
+    )
     access.announce()
     options = ServerOptions(
         read_only=args.read_only,
@@ -209,9 +241,42 @@ def serve(args: Arguments) -> int:
     trio.run(
         lambda: serve_stdio(
             server.server,
+            wire,
             max_line=args.limits.line_bytes,
             versions=SUPPORTED_VERSIONS,
             closer=closer,
         )
     )
     return server.exit_code
+
+
+def _apply_landlock(roots: list[Root], args: Arguments) -> bool:
+    """Confine the process with Landlock unless told not to; True if enforced."""
+    if args.no_landlock:
+        log.warning("Warning: Landlock disabled (--no-landlock): only openat2 confines paths")
+        return False
+    if not roots:
+        if args.require_landlock:
+            _fail("--require-landlock needs command-line directories to confine the server to")
+        log.warning(
+            "WARNING: Landlock not applied: without command-line directories the client's "
+            "Roots decide what is allowed; only openat2 confines paths"
+        )
+        return False
+    try:
+        status = landlock.confine(roots, read_only=args.read_only)
+    except (OSError, RuntimeError) as exc:
+        if args.require_landlock:
+            _fail(f"cannot apply Landlock: {exc}")
+        log.warning("WARNING: Landlock could not be applied (%s); only openat2 confines paths", exc)
+        return False
+    if not status.enforced:
+        if args.require_landlock:
+            _fail(f"--require-landlock: {status.detail}")
+        log.warning(
+            "WARNING: %s; only openat2 confines paths (use --require-landlock to refuse)",
+            status.detail,
+        )
+        return False
+    log.info("%s", status.detail)
+    return True

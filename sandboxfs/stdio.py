@@ -252,9 +252,10 @@ class _Connection:
                     return
 
 
-def _take_stdio(stdin_fd: int, stdout_fd: int) -> tuple[int, int]:
+def take_stdio(stdin_fd: int = 0, stdout_fd: int = 1) -> tuple[int, int]:
     """Private copies of the wire fds; fd 0 becomes /dev/null and fd 1 stderr, so a
-    stray print() (ours or a library's) cannot corrupt the stream."""
+    stray print() (ours or a library's) cannot corrupt the stream.  Call it before
+    Landlock applies: it opens /dev/null."""
     wire_in, wire_out = os.dup(stdin_fd), os.dup(stdout_fd)
     os.set_inheritable(wire_in, False)
     os.set_inheritable(wire_out, False)
@@ -268,15 +269,15 @@ def _take_stdio(stdin_fd: int, stdout_fd: int) -> tuple[int, int]:
 
 async def serve_stdio(
     server: Server[Any],
+    wire: tuple[int, int],
     *,
     max_line: int,
     versions: Sequence[str],
     closer: InputCloser | None = None,
-    stdin_fd: int = 0,
-    stdout_fd: int = 1,
 ) -> None:
-    """Serve ``server`` over stdin/stdout until end of input (or ``closer``)."""
-    wire_in, wire_out = _take_stdio(stdin_fd, stdout_fd)
+    """Serve ``server`` over the ``wire`` fds (from :func:`take_stdio`) until end of
+    input (or ``closer``)."""
+    wire_in, wire_out = wire
     connection = _Connection(max_line, versions, closer or InputCloser())
     to_server, server_in = anyio.create_memory_object_stream[SessionMessage | Exception](16)
     server_out, from_server = anyio.create_memory_object_stream[SessionMessage](16)

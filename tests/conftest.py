@@ -6,8 +6,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from helpers import Tree, make_tree, snapshot
 
+from helpers import Tree, make_tree, snapshot
 from sandboxfs.sandbox import Sandbox
 
 

@@ -7,6 +7,7 @@ import os
 import time
 
 import trio
+
 from helpers import Tree
 from mcp_client import run, session
 

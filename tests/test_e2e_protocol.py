@@ -9,8 +9,9 @@ from pathlib import Path
 
 import mcp_types as types
 import pytest
-from helpers import Tree
 from mcp.shared.exceptions import MCPError
+
+from helpers import Tree
 from mcp_client import (
     ERAS,
     INIT_2025,

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import mcp_types as types
 import pytest
+
 from helpers import CANARY, Tree
 from mcp_client import ERAS, Era, run, session
 from unprivileged import nobody_command, nobody_pythonpath

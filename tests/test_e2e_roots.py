@@ -7,13 +7,14 @@ import subprocess
 
 import mcp_types as types
 import trio
+
 from helpers import Tree
 from mcp_client import SERVER, Roots, run, server_env, session
 
 
 async def _allowed(s) -> list[str]:  # type: ignore[no-untyped-def]
-    text = await s.text("list_allowed_directories")
-    return text.splitlines()[1:]
+    result = await s.call("list_allowed_directories")
+    return list(result.structured_content["directories"])
 
 
 async def _changed(s, roots: Roots, paths: list[str]) -> None:  # type: ignore[no-untyped-def]
@@ -29,7 +30,7 @@ def test_client_roots_replace_the_command_line(tree: Tree) -> None:
     roots = Roots([str(other)])
 
     async def main() -> None:
-        async with session(str(tree.root), era="2025", roots=roots) as s:
+        async with session("--no-landlock", str(tree.root), era="2025", roots=roots) as s:
             assert await _allowed(s) == [str(other)]
             assert await s.text("read_text_file", path=str(other / "o.txt")) == "from roots"
             assert "Access denied" in await s.error("read_text_file", path=str(tree.root / "r.txt"))
@@ -88,7 +89,7 @@ def test_calls_wait_for_roots_being_fetched(tree: Tree) -> None:
     roots = SlowRoots([str(other)])
 
     async def main() -> None:
-        async with session(str(tree.root), era="2025", roots=roots) as s:
+        async with session("--no-landlock", str(tree.root), era="2025", roots=roots) as s:
             # Sent while the server is still waiting for the slow roots/list answer.
             assert await _allowed(s) == [str(other)]
             roots.paths = [str(tree.root)]
@@ -106,7 +107,7 @@ def test_empty_update_revokes_once_roots_were_in_force(tree: Tree) -> None:
     roots = Roots([])
 
     async def main() -> None:
-        async with session(str(tree.root), era="2025", roots=roots) as s:
+        async with session("--no-landlock", str(tree.root), era="2025", roots=roots) as s:
             # No root has been in force yet: an empty answer keeps the command line.
             assert await _allowed(s) == [str(tree.root)]
             await _changed(s, roots, [str(other)])
@@ -206,9 +207,30 @@ def test_symlinked_root_is_allowed_in_both_forms(tree: Tree) -> None:
     roots = Roots([str(link)])
 
     async def main() -> None:
-        async with session(str(tree.root), era="2025", roots=roots) as s:
+        async with session("--no-landlock", str(tree.root), era="2025", roots=roots) as s:
             assert await _allowed(s) == [str(link), str(real)]
             assert await s.text("read_text_file", path=str(link / "f")) == "both"
             assert await s.text("read_text_file", path=str(real / "f")) == "both"
+
+    run(main)
+
+
+def test_landlock_confines_client_roots_to_the_command_line(tree: Tree) -> None:
+    (tree.root / "project").mkdir()
+    elsewhere = tree.base / "elsewhere"
+    elsewhere.mkdir()
+    roots = Roots([str(tree.root / "project"), str(elsewhere)])
+
+    async def main() -> None:
+        async with session(str(tree.root), era="2025", roots=roots) as s:
+            result = await s.call("list_allowed_directories")
+            assert result.structured_content["directories"] == [str(tree.root / "project")]
+            notes = result.structured_content["notes"]
+            assert any("Landlock confines this server" in note for note in notes)
+            log = s.log()
+        assert "Landlock ABI" in log
+        assert (
+            f"Ignoring client root outside the command-line directories: file://{elsewhere}" in log
+        )
 
     run(main)

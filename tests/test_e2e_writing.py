@@ -6,6 +6,7 @@ import os
 import stat
 
 import pytest
+
 from helpers import Tree, snapshot
 from mcp_client import ERAS, Era, run, session
 

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from helpers import CANARY, Tree, snapshot
 
+from helpers import CANARY, Tree, snapshot
 from sandboxfs.allowlist import AllowList, Root
 from sandboxfs.errors import AccessDenied, SandboxError
 from sandboxfs.resolver import Resolver

@@ -4,10 +4,10 @@ failures included."""
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 
 from helpers import Tree, open_fd_count
-
 from sandboxfs.errors import SandboxError
 from sandboxfs.sandbox import Sandbox
 
@@ -51,6 +51,7 @@ def test_fd_count_unchanged_after_10000_operations(tree: Tree, sandbox: Sandbox)
     for operation in operations:  # warm up lazily created state
         with contextlib.suppress(SandboxError):
             operation()
+    gc.collect()
     baseline = open_fd_count()
     failures = 0
     for i in range(10_000):
@@ -59,4 +60,5 @@ def test_fd_count_unchanged_after_10000_operations(tree: Tree, sandbox: Sandbox)
         except SandboxError:
             failures += 1
     assert failures > 3000
+    gc.collect()
     assert open_fd_count() == baseline

@@ -10,8 +10,8 @@ import threading
 from collections import Counter
 
 import pytest
-from helpers import CANARY, Tree, snapshot
 
+from helpers import CANARY, Tree, snapshot
 from sandboxfs import syscalls
 from sandboxfs.errors import SandboxError
 from sandboxfs.sandbox import Sandbox

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 import xattr
-from helpers import CANARY, Tree, run_as_nobody, snapshot
 
+from helpers import CANARY, Tree, run_as_nobody, snapshot
 from sandboxfs.errors import (
     AccessDenied,
     AlreadyExists,
