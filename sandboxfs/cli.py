@@ -20,6 +20,7 @@ import trio
 
 from sandboxfs import __version__, landlock
 from sandboxfs.access import AccessControl
+from sandboxfs.accounts import Accounts
 from sandboxfs.allowlist import AllowList, Root
 from sandboxfs.limits import LIMIT_HELP, Limits
 from sandboxfs.server import SUPPORTED_VERSIONS, SandboxfsServer, ServerOptions
@@ -65,6 +66,7 @@ LIMIT_OPTIONS: Final[dict[str, str]] = {
     "--max-edit-bytes": "edit_bytes",
     "--max-write-bytes": "write_bytes",
     "--max-walk-entries": "walk_entries",
+    "--max-search-seconds": "search_seconds",
     "--max-tree-depth": "tree_depth",
     "--max-symlink-hops": "symlink_hops",
     "--max-concurrent-calls": "concurrent_calls",
@@ -219,6 +221,7 @@ def serve(args: Arguments) -> int:
     if args.confine_roots and not roots:
         log.warning("Warning: --confine-roots has no effect without command-line directories")
     wire = take_stdio()
+    accounts = Accounts.load()  # before Landlock: it reads /etc/passwd and /etc/group
     landlocked = _apply_landlock(roots, args)
     if os.environ.get(TEST_BYPASS_OPENAT2_ENV) == "1":
         roots.append(Root.open("/"))  # the openat2 layer now admits every path
@@ -234,6 +237,7 @@ def serve(args: Arguments) -> int:
         limits=args.limits,
         home=os.environ.get("HOME"),
         stall=Stall.from_env(os.environ),
+        accounts=accounts,
     )
     closer = InputCloser()
     server = SandboxfsServer(options, access, closer)

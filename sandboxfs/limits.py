@@ -28,6 +28,8 @@ class Limits:
     write_bytes: int = 16 * MiB
     #: Entries one search_files, directory_tree or grep_files walk may visit.
     walk_entries: int = 100_000
+    #: Seconds one grep_files call may search before it stops early (and says so).
+    search_seconds: float = 30.0
     #: Directory levels a walk (or a recursive delete) may descend.
     tree_depth: int = 256
     #: Symbolic links followed while resolving one path.
@@ -54,6 +56,7 @@ LIMIT_HELP: Final[dict[str, str]] = {
     "edit_bytes": "largest file edit_file will load, in bytes",
     "write_bytes": "largest content write_file/append_file accept, in bytes",
     "walk_entries": "entries one search/tree/grep walk may visit",
+    "search_seconds": "seconds one grep_files call may search",
     "tree_depth": "directory levels a walk may descend",
     "symlink_hops": "symbolic links followed while resolving one path",
     "concurrent_calls": "tool calls served at once",

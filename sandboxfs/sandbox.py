@@ -23,9 +23,9 @@ import errno
 import io
 import logging
 import os
-import secrets
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Final, Literal, final
 
@@ -44,8 +44,19 @@ from sandboxfs.errors import (
     Unsupported,
     from_oserror,
 )
-from sandboxfs.metadata import SAFE_MODE_BITS, carry_owner_and_mode, copy_xattrs
+from sandboxfs.limits import Limits
+from sandboxfs.metadata import SAFE_MODE_BITS, carry_owner_and_mode, copy_xattrs, read_xattrs
 from sandboxfs.resolver import Location, Resolver, closing_fd
+from sandboxfs.revisions import (
+    ABSENT,
+    check,
+    content_revision,
+    describe_entry,
+    exclusive_lock,
+    file_revision,
+    tree_revision,
+)
+from sandboxfs.staging import LEAF_RESOLVE, StagedFile, copy_contents, fsync_dir, write_all
 from sandboxfs.watch import Watch
 
 log = logging.getLogger(__name__)
@@ -56,11 +67,8 @@ EntryKind = Literal["file", "directory", "symlink", "other"]
 _READ_FLAGS: Final = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY
 #: Flags for opening a directory to list it.
 _LIST_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NONBLOCK
-#: Leaf-only resolution: one name beneath a parent fd, no symlink at all.
-_LEAF_RESOLVE: Final = (
-    syscalls.RESOLVE_BENEATH | syscalls.RESOLVE_NO_SYMLINKS | syscalls.RESOLVE_NO_MAGICLINKS
-)
-_COPY_CHUNK: Final = 1024 * 1024
+#: How often a conditional mutation retries when the entry changes under it.
+_GUARD_ATTEMPTS: Final = 8
 
 
 @final
@@ -117,38 +125,6 @@ def _same_file(a: os.stat_result, b: os.stat_result) -> bool:
     return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
-
-
-def _copy_contents(src_fd: int, dst_fd: int) -> None:
-    """Copy all of ``src_fd`` into ``dst_fd``, in the kernel where it can."""
-    try:
-        while os.copy_file_range(src_fd, dst_fd, _COPY_CHUNK * 64):
-            pass
-        return
-    except OSError as exc:
-        if exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
-            raise
-    os.lseek(src_fd, 0, os.SEEK_SET)
-    os.ftruncate(dst_fd, 0)
-    os.lseek(dst_fd, 0, os.SEEK_SET)
-    while chunk := os.read(src_fd, _COPY_CHUNK):
-        _write_all(dst_fd, chunk)
-
-
-def _fsync_dir(dir_fd: int) -> None:
-    """Make a directory's entries durable; skipped if the directory is not readable."""
-    try:
-        fd = syscalls.openat2(dir_fd, ".", os.O_RDONLY | os.O_DIRECTORY, resolve=_LEAF_RESOLVE)
-    except PermissionError:
-        return
-    with closing_fd(fd):
-        os.fsync(fd)
-
-
 def _lstat_leaf(dir_fd: int, name: str) -> os.stat_result | None:
     try:
         return os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
@@ -157,92 +133,18 @@ def _lstat_leaf(dir_fd: int, name: str) -> os.stat_result | None:
 
 
 @final
-class _Staged:
-    """A new file being prepared in a directory, invisible until published.
-
-    Uses an unnamed ``O_TMPFILE`` where the filesystem supports it, else a
-    randomly named file that is removed if the operation fails.
-    """
-
-    def __init__(self, dir_fd: int, leaf: str) -> None:
-        self.dir_fd = dir_fd
-        self.name: str | None = None
-        try:
-            self.fd = syscalls.openat2(
-                dir_fd, ".", os.O_TMPFILE | os.O_WRONLY, mode=0o666, resolve=_LEAF_RESOLVE
-            )
-            return
-        except OSError as exc:
-            if exc.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
-                raise
-        self.fd, self.name = self._create_named(leaf)
-
-    def _create_named(self, leaf: str) -> tuple[int, str]:
-        for _ in range(16):
-            name = f".{leaf[:64]}.{secrets.token_hex(6)}.sandboxfs-tmp"
-            try:
-                flags = os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW
-                fd = syscalls.openat2(self.dir_fd, name, flags, mode=0o666, resolve=_LEAF_RESOLVE)
-            except FileExistsError:
-                continue
-            return fd, name
-        raise OSError(errno.EEXIST, "could not pick a temporary name")
-
-    def _temp_name(self) -> str:
-        """Give an unnamed file a temporary name (needed before a rename)."""
-        if self.name is None:
-            for _ in range(16):
-                name = f".sandboxfs-{secrets.token_hex(8)}.tmp"
-                try:
-                    syscalls.link_fd(self.fd, self.dir_fd, name)
-                except FileExistsError:
-                    continue
-                self.name = name
-                break
-            else:
-                raise OSError(errno.EEXIST, "could not pick a temporary name")
-        return self.name
-
-    def publish_new(self, leaf: str) -> None:
-        """Make the file appear as ``leaf``; EEXIST if that name is taken."""
-        os.fsync(self.fd)
-        if self.name is None:
-            syscalls.link_fd(self.fd, self.dir_fd, leaf)
-        else:
-            syscalls.renameat2(self.dir_fd, self.name, self.dir_fd, leaf, syscalls.RENAME_NOREPLACE)
-            self.name = None
-        _fsync_dir(self.dir_fd)
-
-    def publish_over(self, leaf: str) -> None:
-        """Atomically replace whatever ``leaf`` names with this file."""
-        os.fsync(self.fd)
-        syscalls.renameat2(self.dir_fd, self._temp_name(), self.dir_fd, leaf, 0)
-        self.name = None
-        _fsync_dir(self.dir_fd)
-
-    def close(self) -> None:
-        """Close the file; a named temporary that was never published is removed."""
-        os.close(self.fd)
-        if self.name is not None:
-            try:
-                os.unlink(self.name, dir_fd=self.dir_fd)
-            except OSError as exc:
-                log.warning("could not remove a temporary file: %s", exc.strerror)
-
-
-@final
 class Sandbox:
     """Filesystem operations confined to the allowed directories of a Resolver."""
 
-    __slots__ = ("max_depth", "resolver")
+    __slots__ = ("limits", "resolver")
 
-    def __init__(self, resolver: Resolver, *, max_depth: int = 256) -> None:
+    def __init__(self, resolver: Resolver, limits: Limits | None = None) -> None:
         self.resolver = resolver
-        self.max_depth = max_depth
+        self.limits = limits or Limits()
 
     def with_watch(self, watch: Watch) -> Sandbox:
         """A view of this sandbox whose blocking steps report to ``watch``."""
-        return Sandbox(self.resolver.with_watch(watch), max_depth=self.max_depth)
+        return Sandbox(self.resolver.with_watch(watch), self.limits)
 
     # -- reading ---------------------------------------------------------------
 
@@ -252,11 +154,24 @@ class Sandbox:
         Special files are refused before they are ever opened for reading.
         """
         probe, loc = self.resolver.open(path, os.O_PATH)
+        return self._reopen_regular(probe, loc, path, nofollow=0)
+
+    def open_file_at(self, loc: Location, path: str) -> OpenFile:
+        """Open the regular file at ``loc`` without following a final symlink (walks)."""
+        try:
+            probe = self.resolver.openat(loc, os.O_PATH | os.O_NOFOLLOW)
+        except OSError as exc:
+            raise self.resolver.error(exc, path) from None
+        return self._reopen_regular(probe, loc, path, nofollow=os.O_NOFOLLOW)
+
+    def _reopen_regular(self, probe: int, loc: Location, path: str, nofollow: int) -> OpenFile:
+        """From an ``O_PATH`` probe of a regular file to a readable descriptor of the
+        same file; anything else is refused without being opened."""
         with closing_fd(probe):
             expected = os.fstat(probe)
         _require_regular(expected, path)
         try:
-            fd = self.resolver.openat(loc, _READ_FLAGS)
+            fd = self.resolver.openat(loc, _READ_FLAGS | nofollow)
         except OSError as exc:
             raise self.resolver.error(exc, path) from None
         st = os.fstat(fd)
@@ -281,6 +196,22 @@ class Sandbox:
                 if exc.errno == errno.EINVAL:
                     raise SandboxError(f"EINVAL: not a symbolic link: {path}") from None
                 raise from_oserror(exc, path) from None
+
+    def xattrs(self, path: str) -> dict[str, bytes]:
+        """The extended attributes of the file or directory ``path``, read through a
+        descriptor (special files are refused unopened)."""
+        probe, loc = self.resolver.open(path, os.O_PATH)
+        with closing_fd(probe):
+            mode = os.fstat(probe).st_mode
+        if stat.S_ISDIR(mode):
+            try:
+                fd = self.resolver.openat(loc, _LIST_FLAGS)
+            except OSError as exc:
+                raise self.resolver.error(exc, path) from None
+            with closing_fd(fd):
+                return read_xattrs(fd)
+        with self.open_file(path) as f:
+            return read_xattrs(f.fd)
 
     def directory(self, path: str) -> Location:
         """The location of the directory ``path`` (symlinks inside followed), for walks."""
@@ -313,7 +244,7 @@ class Sandbox:
                 for item in it:
                     lst: os.stat_result | None = None
                     try:
-                        if with_stat or item.is_symlink() is None:
+                        if with_stat:
                             lst = item.stat(follow_symlinks=False)
                             kind = kind_of(lst.st_mode)
                         elif item.is_symlink():
@@ -332,12 +263,182 @@ class Sandbox:
         entries.sort(key=lambda entry: os.fsencode(entry.name))
         return entries
 
+    # -- revisions ---------------------------------------------------------------
+
+    def file_revision(self, f: OpenFile) -> str | None:
+        """The revision of an open file; None if it is larger than the edit limit."""
+        if f.stat.st_size > self.limits.edit_bytes:
+            return None
+        return file_revision(f.fd, f.stat.st_size)
+
+    def _tree_lines(self, dir_fd: int, path: str) -> Iterator[str]:
+        """Description lines of everything below ``dir_fd``, walked through descriptors
+        opened beneath it without following symlinks; bounded like any walk."""
+        pending: list[tuple[int, str]] = [(os.dup(dir_fd), "")]
+        seen = 0
+        try:
+            while pending:
+                fd, prefix = pending.pop()
+                with closing_fd(fd):
+                    for entry in self._read_entries(fd, path, with_stat=True):
+                        seen += 1
+                        if seen > self.limits.walk_entries:
+                            raise LimitExceeded(
+                                f"More than {self.limits.walk_entries} entries below {path}; "
+                                "its revision cannot be computed"
+                            )
+                        relative = prefix + entry.name
+                        if entry.lstat is None:
+                            continue
+                        target = ""
+                        if entry.kind == "symlink":
+                            target = os.readlink(entry.name, dir_fd=fd)
+                        yield describe_entry(relative, entry.kind, entry.lstat, target)
+                        if (
+                            entry.kind == "directory"
+                            and relative.count("/") < self.limits.tree_depth
+                        ):
+                            child = syscalls.openat2(
+                                fd, entry.name, _LIST_FLAGS | os.O_NOFOLLOW, resolve=LEAF_RESOLVE
+                            )
+                            pending.append((child, relative + "/"))
+        finally:
+            for fd, _ in pending:
+                os.close(fd)
+
+    def _revision_of_fd(self, fd: int, st: os.stat_result, path: str) -> str | None:
+        if stat.S_ISREG(st.st_mode):
+            return None if st.st_size > self.limits.edit_bytes else file_revision(fd, st.st_size)
+        if stat.S_ISDIR(st.st_mode):
+            try:
+                return tree_revision(self._tree_lines(fd, path))
+            except OSError as exc:
+                raise from_oserror(exc, path) from None
+        return None
+
+    def revision(self, path: str) -> str | None:
+        """The revision of what ``path`` names (symlinks inside followed): a file's
+        bytes, a directory's tree, ``absent`` if nothing is there; None for special
+        files and files larger than the edit limit."""
+        try:
+            probe, loc = self.resolver.open(path, os.O_PATH)
+        except NotFound:
+            return ABSENT
+        with closing_fd(probe):
+            st = os.fstat(probe)
+        if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+            return None
+        flags = _LIST_FLAGS if stat.S_ISDIR(st.st_mode) else _READ_FLAGS
+        try:
+            fd = self.resolver.openat(loc, flags)
+        except OSError as exc:
+            raise self.resolver.error(exc, path) from None
+        with closing_fd(fd):
+            opened = os.fstat(fd)
+            if not _same_file(opened, st):
+                raise Conflict(f"{path} changed while its revision was computed; try again")
+            return self._revision_of_fd(fd, opened, path)
+
+    @contextmanager
+    def _guarded(
+        self, dir_fd: int, leaf: str, path: str, expected: str | None
+    ) -> Iterator[os.stat_result | None]:
+        """Hold the entry ``leaf`` steady for a compare-and-mutate.
+
+        Yields its ``lstat`` (None if absent).  With ``expected``, first checks,
+        under an exclusive lock on the entry (released after the block), that it
+        still has that revision; a mismatch raises Conflict and nothing changes.
+        """
+        if expected is None:
+            yield _lstat_leaf(dir_fd, leaf)
+            return
+        for _ in range(_GUARD_ATTEMPTS):
+            st = _lstat_leaf(dir_fd, leaf)
+            if st is None:
+                check(expected, ABSENT, path)
+                yield None
+                return
+            if stat.S_ISLNK(st.st_mode):
+                check(
+                    expected, content_revision(os.fsencode(os.readlink(leaf, dir_fd=dir_fd))), path
+                )
+                yield st
+                return
+            fd = self._open_to_lock(dir_fd, leaf, st, path)
+            with closing_fd(fd), exclusive_lock(fd, path):
+                now = _lstat_leaf(dir_fd, leaf)
+                if now is None or not _same_file(now, os.fstat(fd)):
+                    continue  # replaced while we waited for the lock: look again
+                check(expected, self._revision_of_fd(fd, now, path) or "unknown", path)
+                yield now
+                return
+        raise Conflict(f"{path} kept changing; try again")
+
+    @staticmethod
+    def _open_to_lock(dir_fd: int, leaf: str, st: os.stat_result, path: str) -> int:
+        if stat.S_ISDIR(st.st_mode):
+            flags = _LIST_FLAGS | os.O_NOFOLLOW
+        elif stat.S_ISREG(st.st_mode):
+            flags = os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY
+        else:
+            raise NotARegularFile(f"Not a regular file (FIFO, socket or device): {path}")
+        try:
+            return syscalls.openat2(dir_fd, leaf, flags, resolve=LEAF_RESOLVE)
+        except PermissionError:
+            if not stat.S_ISREG(st.st_mode):
+                raise
+        try:
+            return syscalls.openat2(dir_fd, leaf, _READ_FLAGS | os.O_NOFOLLOW, resolve=LEAF_RESOLVE)
+        except OSError as exc:
+            raise from_oserror(exc, path) from None
+
     # -- creating and writing ----------------------------------------------------
 
-    def make_dirs(self, path: str) -> bool:
+    def make_dirs(self, path: str, *, expected: str | None = None) -> bool:
         """Create ``path`` and any missing parents, one component at a time, each
-        beneath its parent's descriptor.  True if anything was created."""
+        beneath its parent's descriptor.  True if anything was created.  With
+        ``expected="absent"`` the directory must not exist yet."""
         loc = self.resolver.locate(path)
+        existing = self._existing_depth(loc, path)
+        if existing == len(loc.rel):
+            if expected is not None:
+                check(expected, self.revision(path) or "unknown", path)
+            return False
+        if expected not in (None, ABSENT):
+            check(expected, ABSENT, path)
+        for depth in range(existing, len(loc.rel)):
+            here = Location(loc.root, loc.rel[: depth + 1])
+            last = depth == len(loc.rel) - 1
+            parent_fd, _ = self.resolver.open_location(
+                here.parent, os.O_PATH | os.O_DIRECTORY, path
+            )
+            with closing_fd(parent_fd):
+                try:
+                    os.mkdir(here.name, dir_fd=parent_fd)
+                except FileExistsError:
+                    if last and expected == ABSENT:
+                        raise Conflict(
+                            f"Revision mismatch for {path}: it was created meanwhile"
+                        ) from None
+                except OSError as exc:
+                    raise from_oserror(exc, path) from None
+                try:
+                    os.close(
+                        syscalls.openat2(
+                            parent_fd,
+                            here.name,
+                            os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW,
+                            resolve=LEAF_RESOLVE,
+                        )
+                    )
+                except OSError as exc:
+                    if exc.errno in (errno.ENOTDIR, errno.ELOOP):
+                        raise NotADirectory(f"ENOTDIR: not a directory: {path}") from None
+                    raise from_oserror(exc, path) from None
+        return True
+
+    def _existing_depth(self, loc: Location, path: str) -> int:
+        """How many leading components of ``loc`` already exist (as directories)."""
         existing = len(loc.rel)
         while existing >= 0:
             try:
@@ -354,35 +455,8 @@ class Sandbox:
                             f"EEXIST: a file that is not a directory already exists: {path}"
                         )
                     raise NotADirectory(f"ENOTDIR: not a directory: {path}")
-            break
-        if existing == len(loc.rel):
-            return False
-        for depth in range(existing, len(loc.rel)):
-            here = Location(loc.root, loc.rel[: depth + 1])
-            parent_fd, _ = self.resolver.open_location(
-                here.parent, os.O_PATH | os.O_DIRECTORY, path
-            )
-            with closing_fd(parent_fd):
-                try:
-                    os.mkdir(here.name, dir_fd=parent_fd)
-                except FileExistsError:
-                    pass
-                except OSError as exc:
-                    raise from_oserror(exc, path) from None
-                try:
-                    os.close(
-                        syscalls.openat2(
-                            parent_fd,
-                            here.name,
-                            os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW,
-                            resolve=_LEAF_RESOLVE,
-                        )
-                    )
-                except OSError as exc:
-                    if exc.errno in (errno.ENOTDIR, errno.ELOOP):
-                        raise NotADirectory(f"ENOTDIR: not a directory: {path}") from None
-                    raise from_oserror(exc, path) from None
-        return True
+            return existing
+        return 0
 
     def create_file(self, path: str, data: bytes) -> os.stat_result:
         """Create ``path`` with ``data``; fails if anything exists there already.
@@ -391,55 +465,58 @@ class Sandbox:
         """
         dir_fd, leaf, _ = self.resolver.parent(path, follow_leaf=False)
         with closing_fd(dir_fd):
-            return self._stage(dir_fd, leaf, path, lambda fd: _write_all(fd, data), replace=False)
+            return self._stage(dir_fd, leaf, path, lambda fd: write_all(fd, data), replace=False)
 
     def replace_file(
-        self, path: str, data: bytes, *, expected: os.stat_result | None = None
+        self, path: str, data: bytes, *, expected: str | None = None
     ) -> os.stat_result:
         """Write ``data`` to ``path`` atomically, creating it if missing.
 
         A symlink inside the allowed directories is written through.  The old
         file's permissions (never setuid/setgid), owner where permitted and
-        extended attributes are kept.  With ``expected``, the file must still be
-        that file (same device and inode) or :class:`Conflict` is raised and
-        nothing changes.
+        extended attributes are kept.  With ``expected``, the file must still
+        have that revision (``absent``: must not exist), checked under a lock;
+        otherwise Conflict is raised and nothing changes.
         """
         dir_fd, leaf, _ = self.resolver.parent(path, follow_leaf=True)
-        with closing_fd(dir_fd):
-            old = self._open_existing_for_replace(dir_fd, leaf, path)
-            if old is None:
-                if expected is not None:
-                    raise Conflict(f"The file was removed since it was read: {path}")
-                return self._stage(
-                    dir_fd, leaf, path, lambda fd: _write_all(fd, data), replace=True
-                )
-            old_fd, old_stat = old
+        with closing_fd(dir_fd), self._guarded(dir_fd, leaf, path, expected) as st:
+            if st is None:
+                if expected is None:
+                    return self._stage(
+                        dir_fd, leaf, path, lambda fd: write_all(fd, data), replace=True
+                    )
+                try:  # "absent" was expected: it must still be absent when published
+                    return self._stage(
+                        dir_fd, leaf, path, lambda fd: write_all(fd, data), replace=False
+                    )
+                except AlreadyExists:
+                    raise Conflict(
+                        f"Revision mismatch for {path}: it was created meanwhile"
+                    ) from None
+            old_fd, old_stat = self._open_existing_for_replace(dir_fd, leaf, path)
             with closing_fd(old_fd):
-                if expected is not None and not _same_file(old_stat, expected):
-                    raise Conflict(f"The file was replaced since it was read: {path}")
 
                 def fill(fd: int) -> None:
                     carry_owner_and_mode(old_stat, fd)
                     copy_xattrs(old_fd, fd)
-                    _write_all(fd, data)
+                    write_all(fd, data)
 
                 return self._stage(dir_fd, leaf, path, fill, replace=True)
 
     def _open_existing_for_replace(
         self, dir_fd: int, leaf: str, path: str
-    ) -> tuple[int, os.stat_result] | None:
-        """The file about to be replaced, opened for writing (which also proves we may),
-        or None if there is none."""
+    ) -> tuple[int, os.stat_result]:
+        """The file about to be replaced, opened for writing (which also proves we may)."""
         st = _lstat_leaf(dir_fd, leaf)
         if st is None:
-            return None
+            raise Conflict(f"The file was removed while it was being written; try again: {path}")
         _require_regular(st, path)
         try:
             fd = syscalls.openat2(
                 dir_fd,
                 leaf,
                 os.O_WRONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY,
-                resolve=_LEAF_RESOLVE,
+                resolve=LEAF_RESOLVE,
             )
         except OSError as exc:
             if exc.errno in (errno.EACCES, errno.EPERM):
@@ -468,7 +545,7 @@ class Sandbox:
     ) -> os.stat_result:
         """Prepare a new file in ``dir_fd`` with ``fill`` and publish it as ``leaf``."""
         try:
-            staged = _Staged(dir_fd, leaf)
+            staged = StagedFile(dir_fd, leaf)
         except OSError as exc:
             raise from_oserror(exc, path) from None
         try:
@@ -485,62 +562,68 @@ class Sandbox:
         finally:
             staged.close()
 
-    def append_file(self, path: str, data: bytes) -> os.stat_result:
+    def append_file(self, path: str, data: bytes, *, expected: str | None = None) -> os.stat_result:
         """Append ``data`` to ``path`` in place, creating it if missing.
 
         Refused on a file with more than one hard link: appending would change
         the file at its other names too, possibly outside the allowed directories.
         """
         dir_fd, leaf, _ = self.resolver.parent(path, follow_leaf=True)
-        with closing_fd(dir_fd):
-            st = _lstat_leaf(dir_fd, leaf)
+        with closing_fd(dir_fd), self._guarded(dir_fd, leaf, path, expected) as st:
             if st is not None:
                 _require_regular(st, path)
+            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
+            if expected == ABSENT:
+                flags |= os.O_EXCL
             try:
                 fd = syscalls.openat2(
-                    dir_fd,
-                    leaf,
-                    os.O_WRONLY
-                    | os.O_APPEND
-                    | os.O_CREAT
-                    | os.O_NOFOLLOW
-                    | os.O_NONBLOCK
-                    | os.O_NOCTTY,
-                    mode=0o666,
-                    resolve=_LEAF_RESOLVE,
+                    dir_fd, leaf, flags | os.O_NOCTTY, mode=0o666, resolve=LEAF_RESOLVE
                 )
+            except FileExistsError:
+                raise Conflict(f"Revision mismatch for {path}: it was created meanwhile") from None
             except OSError as exc:
                 if exc.errno == errno.ELOOP:
                     raise Conflict(f"The file changed while it was being opened: {path}") from None
                 raise from_oserror(exc, path) from None
-        with closing_fd(fd):
-            opened = os.fstat(fd)
-            _require_regular(opened, path)
-            if opened.st_nlink > 1:
-                raise HardLinked(
-                    f"Refusing to append in place: the file has {opened.st_nlink} hard links, "
-                    f"so the change would also appear at its other names: {path}. "
-                    "Use write_file to replace it with a file of its own."
-                )
-            try:
-                _write_all(fd, data)
-                os.fsync(fd)
-            except OSError as exc:
-                raise from_oserror(exc, path) from None
-            return os.fstat(fd)
+            with closing_fd(fd):
+                opened = os.fstat(fd)
+                _require_regular(opened, path)
+                if opened.st_nlink > 1:
+                    raise HardLinked(
+                        f"Refusing to append in place: the file has {opened.st_nlink} hard "
+                        f"links, so the change would also appear at its other names: {path}. "
+                        "Use write_file to replace it with a file of its own."
+                    )
+                try:
+                    write_all(fd, data)
+                    os.fsync(fd)
+                except OSError as exc:
+                    raise from_oserror(exc, path) from None
+                return os.fstat(fd)
 
     # -- moving, copying, removing -----------------------------------------------
 
-    def rename(self, source: str, destination: str) -> None:
+    def rename(
+        self,
+        source: str,
+        destination: str,
+        *,
+        expected: str | None = None,
+        expected_destination: str | None = None,
+    ) -> None:
         """Move ``source`` to ``destination``, never replacing anything there.
 
         Symlinks are moved as links.  Across filesystems a regular file (or a
-        symlink) is copied then removed; a directory is refused.
+        symlink) is copied then removed; a directory is refused.  ``expected``
+        and ``expected_destination`` are revisions each side must still have.
         """
         src_fd, src_leaf, _ = self.resolver.parent(source, follow_leaf=False)
-        with closing_fd(src_fd):
+        with closing_fd(src_fd), self._guarded(src_fd, src_leaf, source, expected):
             dst_fd, dst_leaf, _ = self.resolver.parent(destination, follow_leaf=False)
             with closing_fd(dst_fd):
+                if expected_destination is not None:
+                    there = _lstat_leaf(dst_fd, dst_leaf)
+                    check(expected_destination, ABSENT if there is None else "present", destination)
                 try:
                     syscalls.renameat2(
                         src_fd, src_leaf, dst_fd, dst_leaf, syscalls.RENAME_NOREPLACE
@@ -552,7 +635,7 @@ class Sandbox:
                         )
                         return
                     raise self._rename_error(exc, source, destination) from None
-                _fsync_dir(dst_fd)
+                fsync_dir(dst_fd)
 
     @staticmethod
     def _rename_error(exc: OSError, source: str, destination: str) -> SandboxError:
@@ -561,7 +644,8 @@ class Sandbox:
         if exc.errno == errno.EINVAL:
             return SandboxError(
                 f"EINVAL: cannot move a directory into itself, or the filesystem cannot "
-                f"rename without replacing: {source} -> {destination}"
+                f"rename without replacing: {source} -> {destination}",
+                "EINVAL",
             )
         if exc.errno == errno.ENOENT:
             return NotFound(f"ENOENT: no such file or directory: {source}")
@@ -585,14 +669,11 @@ class Sandbox:
             except FileExistsError:
                 raise AlreadyExists(f"EEXIST: destination already exists: {dest}") from None
         elif stat.S_ISREG(st.st_mode):
-            fd = syscalls.openat2(
-                src_fd, src_leaf, _READ_FLAGS | os.O_NOFOLLOW, resolve=_LEAF_RESOLVE
-            )
+            fd = self._open_leaf_for_read(src_fd, src_leaf, source)
             with closing_fd(fd):
-                opened = os.fstat(fd)
-                if not _same_file(opened, st):
+                if not _same_file(os.fstat(fd), st):
                     raise Conflict(f"The file changed while it was being moved: {source}")
-                self._copy_into(fd, opened, dst_fd, dst_leaf, dest)
+                self._copy_into(fd, st, dst_fd, dst_leaf, dest)
         else:
             raise NotARegularFile(f"Not a regular file (FIFO, socket or device): {source}")
         current = _lstat_leaf(src_fd, src_leaf)
@@ -604,25 +685,65 @@ class Sandbox:
         except OSError as exc:
             raise from_oserror(exc, source) from None
 
-    def copy_file(self, source: str, destination: str) -> os.stat_result:
+    @staticmethod
+    def _open_leaf_for_read(dir_fd: int, leaf: str, path: str) -> int:
+        """A regular file named ``leaf`` opened for reading; special files are refused
+        before they are opened (``O_PATH`` probe, then a same-inode check)."""
+        try:
+            probe = syscalls.openat2(dir_fd, leaf, os.O_PATH | os.O_NOFOLLOW, resolve=LEAF_RESOLVE)
+        except OSError as exc:
+            raise from_oserror(exc, path) from None
+        with closing_fd(probe):
+            expected = os.fstat(probe)
+        _require_regular(expected, path)
+        try:
+            fd = syscalls.openat2(dir_fd, leaf, _READ_FLAGS | os.O_NOFOLLOW, resolve=LEAF_RESOLVE)
+        except OSError as exc:
+            raise from_oserror(exc, path) from None
+        if not _same_file(os.fstat(fd), expected):
+            os.close(fd)
+            raise Conflict(f"The file changed while it was being opened; try again: {path}")
+        return fd
+
+    def copy_file(
+        self,
+        source: str,
+        destination: str,
+        *,
+        expected: str | None = None,
+        expected_destination: str | None = None,
+    ) -> os.stat_result:
         """Copy the regular file ``source`` to a new ``destination``.
 
         Permissions (never setuid/setgid), modification time and extended
         attributes are kept.  The copy appears complete or not at all; an
         existing destination is never overwritten.
         """
-        with self.open_file(source) as src:
-            dst_fd, dst_leaf, _ = self.resolver.parent(destination, follow_leaf=False)
-            with closing_fd(dst_fd):
-                if _lstat_leaf(dst_fd, dst_leaf) is not None:
-                    raise AlreadyExists(f"EEXIST: destination already exists: {destination}")
-                return self._copy_into(src.fd, src.stat, dst_fd, dst_leaf, destination)
+        src_dir, src_leaf, _ = self.resolver.parent(source, follow_leaf=True)
+        with closing_fd(src_dir), self._guarded(src_dir, src_leaf, source, expected) as st:
+            if st is None:
+                raise NotFound(f"ENOENT: no such file or directory: {source}")
+            fd = self._open_leaf_for_read(src_dir, src_leaf, source)
+            with closing_fd(fd):
+                src_stat = os.fstat(fd)
+                dst_fd, dst_leaf, _ = self.resolver.parent(destination, follow_leaf=False)
+                with closing_fd(dst_fd):
+                    there = _lstat_leaf(dst_fd, dst_leaf)
+                    if expected_destination is not None:
+                        check(
+                            expected_destination,
+                            ABSENT if there is None else "present",
+                            destination,
+                        )
+                    if there is not None:
+                        raise AlreadyExists(f"EEXIST: destination already exists: {destination}")
+                    return self._copy_into(fd, src_stat, dst_fd, dst_leaf, destination)
 
     def _copy_into(
         self, src_fd: int, src_stat: os.stat_result, dst_fd: int, dst_leaf: str, dest: str
     ) -> os.stat_result:
         def fill(fd: int) -> None:
-            _copy_contents(src_fd, fd)
+            copy_contents(src_fd, fd)
             os.fchmod(fd, stat.S_IMODE(src_stat.st_mode) & SAFE_MODE_BITS)
             copy_xattrs(src_fd, fd)
             os.utime(fd, ns=(src_stat.st_atime_ns, src_stat.st_mtime_ns))
@@ -647,32 +768,38 @@ class Sandbox:
             except OSError as exc:
                 raise from_oserror(exc, path) from None
 
-    def remove_tree(self, path: str) -> int:
-        """Remove ``path`` and, for a directory, everything below it.
-
-        Never follows a symlink: links are removed as links.  Each directory is
-        reopened beneath its allowed directory.  Returns the entries removed.
-        """
+    def remove(self, path: str, *, recursive: bool, expected: str | None = None) -> int:
+        """Remove a file or symlink (as a link), an empty directory, or with
+        ``recursive`` a directory and everything below it, never following a
+        symlink.  Returns the number of entries removed."""
         dir_fd, leaf, loc = self.resolver.parent(path, follow_leaf=False)
-        with closing_fd(dir_fd):
-            st = _lstat_leaf(dir_fd, leaf)
+        with closing_fd(dir_fd), self._guarded(dir_fd, leaf, path, expected) as st:
             if st is None:
                 raise NotFound(f"ENOENT: no such file or directory: {path}")
-            removed = 1
             try:
-                if stat.S_ISDIR(st.st_mode):
-                    removed += self._clear_dir(loc, path, 1)
-                    os.rmdir(leaf, dir_fd=dir_fd)
-                else:
+                if not stat.S_ISDIR(st.st_mode):
                     os.unlink(leaf, dir_fd=dir_fd)
+                    return 1
+                removed = 1 + (self._clear_dir(loc, path, 1) if recursive else 0)
+                os.rmdir(leaf, dir_fd=dir_fd)
+                return removed
             except OSError as exc:
+                if exc.errno == errno.ENOTEMPTY and not recursive:
+                    raise SandboxError(
+                        f"ENOTEMPTY: directory not empty: {path}; set recursive to delete it "
+                        "and everything below it",
+                        "ENOTEMPTY",
+                    ) from None
                 raise from_oserror(exc, path) from None
-            return removed
+
+    def remove_tree(self, path: str) -> int:
+        """Remove ``path`` and, for a directory, everything below it (see :meth:`remove`)."""
+        return self.remove(path, recursive=True)
 
     def _clear_dir(self, loc: Location, path: str, depth: int) -> int:
-        if depth > self.max_depth:
+        if depth > self.limits.tree_depth:
             raise LimitExceeded(
-                f"Directory tree deeper than {self.max_depth} levels; not removed "
+                f"Directory tree deeper than {self.limits.tree_depth} levels; not removed "
                 f"completely: {path}"
             )
         try:

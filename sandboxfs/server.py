@@ -26,6 +26,7 @@ from pydantic import ValidationError
 
 from sandboxfs import __version__
 from sandboxfs.access import AccessControl, Effective, local_path, roots_from_uris
+from sandboxfs.accounts import Accounts
 from sandboxfs.blocking import BlockingRunner
 from sandboxfs.errors import AccessDenied, IsADirectory, NotFound, SandboxError
 from sandboxfs.limits import Limits
@@ -149,6 +150,7 @@ class ServerOptions:
     home: str | None = None
     #: Test-only artificial slowness (see sandboxfs.watch.Stall).
     stall: Stall | None = None
+    accounts: Accounts = field(default_factory=Accounts)
 
 
 @final
@@ -256,7 +258,7 @@ class SandboxfsServer:
             no_xdev=self.options.no_xdev,
             home=self.options.home,
         )
-        return Sandbox(resolver, max_depth=self.options.limits.tree_depth)
+        return Sandbox(resolver, self.options.limits)
 
     async def _bounded(self, fn: Callable[[Watch], T]) -> T:
         """Run blocking work within the concurrent-call cap."""
@@ -296,6 +298,7 @@ class SandboxfsServer:
                 allowed=allowed,
                 notes=self.access.notes,
                 home=self.options.home,
+                accounts=self.options.accounts,
             )
             return spec.handler(context, **arguments)
 

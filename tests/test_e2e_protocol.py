@@ -64,7 +64,7 @@ def test_both_eras_serve_the_same_tools(tree: Tree) -> None:
                     assert None not in (a.read_only_hint, a.idempotent_hint, a.destructive_hint)
                     assert tool.input_schema["type"] == "object"
                     assert tool.title
-        assert names["2025"] == names["2026"] and len(names["2025"]) == 16
+        assert names["2025"] == names["2026"] and len(names["2025"]) == 18
 
     run(main)
 
@@ -87,6 +87,8 @@ def test_annotation_table_matches_the_contract(tree: Tree) -> None:
         "edit_file": (False, False, True),
         "move_file": (False, False, True),
         "copy_file": (False, True, False),
+        "delete_file": (False, True, True),
+        "grep_files": (True, True, False),
     }
 
     async def main() -> None:
@@ -233,9 +235,9 @@ def test_options_anywhere_and_dash_dash(tree: Tree, tmp_path: Path) -> None:
 
     async def main() -> None:
         async with session(str(tree.root), "--read-only") as s:
-            assert len((await s.client.list_tools()).tools) == 10
+            assert len((await s.client.list_tools()).tools) == 11
         async with session("--", str(named)) as s:  # a directory, not the flag
-            assert len((await s.client.list_tools()).tools) == 16
+            assert len((await s.client.list_tools()).tools) == 18
             listed = await s.text("list_allowed_directories")
             assert str(named) in listed
 

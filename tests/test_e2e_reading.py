@@ -46,7 +46,8 @@ def test_read_text_file_whole_head_and_tail(tree: Tree, era: Era) -> None:
             assert "head" in negative
             assert await s.text("read_file", path="five.txt", head=1) == "l1\n"
             result = await s.call("read_text_file", path="five.txt", head=1)
-            assert result.structured_content == {"content": "l1\n"}
+            assert result.structured_content["content"] == "l1\n"
+            assert result.structured_content["revision"].startswith("sha256:")
 
     run(main)
 
@@ -126,7 +127,7 @@ def test_read_multiple_files_reports_failures_inline(tree: Tree, era: Era) -> No
             assert parts[2].startswith(f"{outside}: Error - Access denied")
             assert parts[3] == "b.txt:\nbeta\n"
             files = result.structured_content["files"]  # type: ignore[index]
-            assert files[0] == {"path": "a.txt", "content": "alpha\n"}
+            assert files[0]["content"] == "alpha\n" and files[0]["path"] == "a.txt"
             assert files[1]["error"]["code"] == "ENOENT"
             assert "paths" in await s.error("read_multiple_files", paths=[])
 

@@ -33,6 +33,8 @@ from sandboxfs.errors import (
     SandboxError,
     Unsupported,
 )
+from sandboxfs.limits import Limits
+from sandboxfs.revisions import ABSENT, content_revision
 from sandboxfs.sandbox import Sandbox
 
 
@@ -354,14 +356,19 @@ def test_failed_replace_leaves_the_old_file_and_no_debris(tree: Tree, sandbox: S
     assert os.listdir(tree.root) == ["f.txt"]
 
 
-def test_replace_with_expected_identity(tree: Tree, sandbox: Sandbox) -> None:
+def test_replace_with_expected_revision(tree: Tree, sandbox: Sandbox) -> None:
     (tree.root / "f").write_bytes(b"v1")
-    with sandbox.open_file("f") as f:
-        seen = f.stat
+    seen = sandbox.revision("f")
+    assert seen == content_revision(b"v1")
     sandbox.replace_file("f", b"v2", expected=seen)
-    with pytest.raises(Conflict):
-        sandbox.replace_file("f", b"v3", expected=seen)  # f is a new inode now
+    with pytest.raises(Conflict, match="Revision mismatch"):
+        sandbox.replace_file("f", b"v3", expected=seen)
     assert (tree.root / "f").read_bytes() == b"v2"
+    with pytest.raises(Conflict):
+        sandbox.replace_file("f", b"v3", expected=ABSENT)
+    sandbox.replace_file("new", b"n", expected=ABSENT)
+    assert (tree.root / "new").read_bytes() == b"n"
+    assert sandbox.revision("missing") == ABSENT
 
 
 # -- appending ----------------------------------------------------------------------
@@ -554,7 +561,7 @@ def test_remove_tree_never_follows_links(
 
 
 def test_remove_tree_depth_limit(tree: Tree) -> None:
-    sandbox = Sandbox(tree.sandbox().resolver, max_depth=3)
+    sandbox = Sandbox(tree.sandbox().resolver, Limits(tree_depth=3))
     (tree.root / "a" / "b" / "c" / "d" / "e").mkdir(parents=True)
     with pytest.raises(LimitExceeded):
         sandbox.remove_tree("a")

@@ -7,6 +7,7 @@ tools annotated read-only: the filter reads the declaration, never a second list
 
 from __future__ import annotations
 
+from sandboxfs.tools.grepping import GREP_FILES
 from sandboxfs.tools.listing import (
     GET_FILE_INFO,
     LIST_ALLOWED_DIRECTORIES,
@@ -39,6 +40,7 @@ from sandboxfs.tools.writing import (
     APPEND_FILE,
     COPY_FILE,
     CREATE_DIRECTORY,
+    DELETE_FILE,
     EDIT_FILE,
     MOVE_FILE,
     WRITE_FILE,
@@ -62,6 +64,8 @@ TOOLS: tuple[ToolSpec, ...] = (
     SEARCH_FILES,
     GET_FILE_INFO,
     LIST_ALLOWED_DIRECTORIES,
+    DELETE_FILE,
+    GREP_FILES,
 )
 
 

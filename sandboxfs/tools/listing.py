@@ -3,11 +3,12 @@ list_directory_with_sizes, get_file_info, list_allowed_directories."""
 
 from __future__ import annotations
 
+import base64
 import stat
 from typing import Any
 
-from sandboxfs.errors import SandboxError
-from sandboxfs.sandbox import Entry
+from sandboxfs.errors import AccessDenied, SandboxError
+from sandboxfs.sandbox import Entry, kind_of
 from sandboxfs.tools.format import format_size, iso_time
 from sandboxfs.tools.spec import READ_ONLY, CallContext, Param, ToolResult, ToolSpec, path_param
 
@@ -21,7 +22,11 @@ def list_directory(ctx: CallContext, /, path: str) -> ToolResult:
     text = "\n".join(f"{_prefix(e)} {e.name}" for e in entries)
     return ToolResult(
         text=text,
-        structured={"path": path, "entries": [{"name": e.name, "type": e.kind} for e in entries]},
+        structured={
+            "path": path,
+            "entries": [{"name": e.name, "type": e.kind} for e in entries],
+            "revision": ctx.sandbox.revision(path),
+        },
     )
 
 
@@ -74,15 +79,52 @@ def list_directory_with_sizes(
         "totalFiles": files,
         "totalDirectories": dirs,
         "combinedSize": total,
+        "revision": ctx.sandbox.revision(path),
     }
     return ToolResult(text="\n".join(lines), structured=structured)
 
 
+def _link_fields(ctx: CallContext, path: str) -> dict[str, Any]:
+    """Whether ``path`` is itself a symlink, and its target when that stays inside."""
+    try:
+        own = ctx.sandbox.stat(path, follow=False)
+    except SandboxError:
+        return {"isSymlink": False}
+    if not stat.S_ISLNK(own.mode):
+        return {"isSymlink": False}
+    try:
+        ctx.sandbox.stat(path)
+    except AccessDenied:
+        return {"isSymlink": True, "symlinkTarget": None, "symlinkTargetInside": False}
+    except SandboxError:
+        pass  # dangling inside: the text is still an inside path
+    return {
+        "isSymlink": True,
+        "symlinkTarget": ctx.sandbox.readlink(path),
+        "symlinkTargetInside": True,
+    }
+
+
+def _xattr_fields(ctx: CallContext, path: str, mode: int) -> dict[str, str]:
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+        return {}
+    try:
+        attributes = ctx.sandbox.xattrs(path)
+    except SandboxError:
+        return {}
+    shown: dict[str, str] = {}
+    for name, value in attributes.items():
+        try:
+            shown[name] = value.decode("utf-8")
+        except UnicodeDecodeError:
+            shown[name] = "base64:" + base64.b64encode(value).decode("ascii")
+    return shown
+
+
 def get_file_info(ctx: CallContext, /, path: str) -> ToolResult:
-    info = ctx.sandbox.stat(path)
-    kind = (
-        "file" if stat.S_ISREG(info.mode) else "directory" if stat.S_ISDIR(info.mode) else "other"
-    )
+    link = _link_fields(ctx, path)
+    follow = not (link["isSymlink"] and not link.get("symlinkTargetInside", True))
+    info = ctx.sandbox.stat(path, follow=follow)
     fields: dict[str, Any] = {
         "size": info.size,
         "created": iso_time(info.btime_ns),
@@ -90,15 +132,27 @@ def get_file_info(ctx: CallContext, /, path: str) -> ToolResult:
         "accessed": iso_time(info.atime_ns),
         "isDirectory": stat.S_ISDIR(info.mode),
         "isFile": stat.S_ISREG(info.mode),
-        "type": kind,
+        "type": kind_of(info.mode),
         "permissions": f"{stat.S_IMODE(info.mode) & 0o777:03o}",
         "hardLinks": info.nlink,
+        "owner": ctx.accounts.user(info.uid),
+        "group": ctx.accounts.group(info.gid),
+        **link,
     }
-    text = "\n".join(
+    xattrs = _xattr_fields(ctx, path, info.mode)
+    revision = ctx.sandbox.revision(path) if follow else None
+    lines = [
         f"{key}: {str(value).lower() if isinstance(value, bool) else value}"
         for key, value in fields.items()
+        if value is not None
+    ]
+    lines += [f"xattr {name}: {value}" for name, value in xattrs.items()]
+    if revision is not None:
+        lines.append(f"revision: {revision}")
+    return ToolResult(
+        text="\n".join(lines),
+        structured={"path": path, **fields, "xattrs": xattrs, "revision": revision},
     )
-    return ToolResult(text=text, structured={"path": path, **fields})
 
 
 def list_allowed_directories(ctx: CallContext, /) -> ToolResult:
@@ -144,9 +198,10 @@ GET_FILE_INFO = ToolSpec(
     name="get_file_info",
     title="Get File Info",
     description="Metadata of a file or directory without reading it: size, creation, "
-    "modification and access times (UTC), type, permissions and the number of hard links "
-    "(more than 1 means the file has other names). Symlinks inside the allowed directories "
-    "are followed. Only works within allowed directories.",
+    "modification and access times (UTC), type, permissions, owner and group, the number of "
+    "hard links (more than 1 means the file has other names), whether it is a symlink (and "
+    "its target when that stays inside), extended attributes, and its revision. Symlinks "
+    "inside the allowed directories are followed. Only works within allowed directories.",
     params=(path_param("Path of the file or directory."),),
     annotations=READ_ONLY,
     handler=get_file_info,

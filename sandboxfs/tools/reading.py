@@ -9,6 +9,7 @@ from typing import Final
 
 from sandboxfs.errors import InvalidArgument, LimitExceeded, SandboxError
 from sandboxfs.mime import guess_mime
+from sandboxfs.revisions import content_revision
 from sandboxfs.sandbox import OpenFile
 from sandboxfs.tools.format import display_base, file_uri
 from sandboxfs.tools.spec import (
@@ -110,26 +111,96 @@ def whole_bytes(f: OpenFile, cap: int, path: str) -> bytes:
     return data
 
 
+def window_lines(f: OpenFile, offset: int, limit: int | None, cap: int) -> tuple[list[bytes], int]:
+    """Lines ``offset`` .. ``offset + limit - 1`` (1-based) and the file's line count,
+    streaming through the file: memory holds the window, not the file."""
+    end = None if limit is None else offset + limit
+    window: list[bytes] = []
+    held = 0
+    number = 0  # lines completed so far
+    partial = b""
+    while chunk := f.file.read(_CHUNK):
+        pieces = (partial + chunk).split(b"\n")
+        partial = pieces.pop()
+        pending = number + len(pieces) + 1  # the number of the unfinished line
+        if offset <= pending and (end is None or pending < end):
+            if len(partial) > cap:
+                raise LimitExceeded(f"Line {pending} is larger than {_mib(cap)}")
+        elif partial:
+            partial = b"-"  # outside the window: only its existence matters
+        first = number + 1
+        number += len(pieces)
+        if number >= offset and (end is None or first < end):
+            lo = max(offset - first, 0)
+            hi = len(pieces) if end is None else min(len(pieces), end - first)
+            for line in pieces[lo:hi]:
+                window.append(line)
+                held += len(line) + 1
+            if held > cap:
+                raise LimitExceeded(
+                    f"Lines from {offset} on are larger than {_mib(cap)}; pass a smaller limit"
+                )
+    if partial:
+        number += 1
+        if number >= offset and (end is None or number < end):
+            window.append(partial)
+    return window, number
+
+
 def decode(data: bytes) -> str:
     """UTF-8 text; invalid bytes become U+FFFD."""
     return data.decode("utf-8", "replace")
 
 
 def read_text_file(
-    ctx: CallContext, /, path: str, *, head: int | None = None, tail: int | None = None
+    ctx: CallContext,
+    /,
+    path: str,
+    *,
+    head: int | None = None,
+    tail: int | None = None,
+    offset: int | None = None,
+    limit: int | None = None,
 ) -> ToolResult:
     if head is not None and tail is not None:
         raise InvalidArgument("Cannot specify both head and tail parameters simultaneously")
+    if (offset is not None or limit is not None) and (head is not None or tail is not None):
+        raise InvalidArgument("offset/limit cannot be combined with head or tail")
     cap = ctx.limits.read_bytes
     with ctx.sandbox.open_file(path) as f:
+        if offset is not None or limit is not None:
+            return _ranged(ctx, f, path, offset or 1, limit)
         if head is not None:
             data = head_bytes(f, head, cap)
         elif tail is not None:
             data = tail_bytes(f, tail, cap)
         else:
             data = whole_bytes(f, cap, path)
+            text = decode(data)
+            return ToolResult(
+                text=text, structured={"content": text, "revision": content_revision(data)}
+            )
+        revision = ctx.sandbox.file_revision(f)
     text = decode(data)
-    return ToolResult(text=text, structured={"content": text})
+    return ToolResult(text=text, structured={"content": text, "revision": revision})
+
+
+def _ranged(ctx: CallContext, f: OpenFile, path: str, offset: int, limit: int | None) -> ToolResult:
+    """Numbered lines of a window, with a footer saying where it sits."""
+    lines, total = window_lines(f, offset, limit, ctx.limits.read_bytes)
+    revision = ctx.sandbox.file_revision(f)
+    structured: dict[str, object] = {"totalLines": total, "revision": revision}
+    if not lines:
+        text = f"'{path}' has {total} lines; offset {offset} is past the end"
+        return ToolResult(text=text, structured={**structured, "lines": []})
+    last = offset + len(lines) - 1
+    shown = [decode(line).removesuffix("\r") for line in lines]
+    body = "\n".join(f"{offset + i}\t{line}" for i, line in enumerate(shown))
+    text = f"{body}\n\n[lines {offset}-{last} of {total} total]"
+    return ToolResult(
+        text=text,
+        structured={**structured, "firstLine": offset, "lastLine": last, "lines": shown},
+    )
 
 
 def read_media_file(ctx: CallContext, /, path: str) -> ToolResult:
@@ -137,6 +208,7 @@ def read_media_file(ctx: CallContext, /, path: str) -> ToolResult:
         data = whole_bytes(f, ctx.limits.read_bytes, path)
     mime = guess_mime(path) or "application/octet-stream"
     encoded = base64.b64encode(data).decode("ascii")
+    revision = content_revision(data)
     kind = mime.split("/", 1)[0]
     if kind in ("image", "audio"):
         block = MediaBlock("image" if kind == "image" else "audio", mime, encoded)
@@ -145,7 +217,8 @@ def read_media_file(ctx: CallContext, /, path: str) -> ToolResult:
         uri = file_uri(display_base(path, base, ctx.home))
         block = MediaBlock("resource", mime, encoded, uri)
     return ToolResult(
-        media=block, structured={"type": block.kind, "mimeType": mime, "size": len(data)}
+        media=block,
+        structured={"type": block.kind, "mimeType": mime, "size": len(data), "revision": revision},
     )
 
 
@@ -169,7 +242,7 @@ def read_multiple_files(ctx: CallContext, /, paths: list[str]) -> ToolResult:
             continue
         text = decode(data)
         parts.append(f"{path}:\n{text}\n")
-        files.append({"path": path, "content": text})
+        files.append({"path": path, "content": text, "revision": content_revision(data)})
     return ToolResult(text="\n---\n".join(parts), structured={"files": files})
 
 
@@ -186,10 +259,17 @@ _TAIL = Param(
 
 _TEXT_DESCRIPTION = (
     "Read a file as UTF-8 text (invalid bytes shown as U+FFFD), whatever its extension. "
-    "Use 'head' or 'tail' to read only the first or last N lines; they cannot be combined. "
-    "Files larger than the server's read limit must be read in parts. "
-    "Only works within allowed directories."
+    "Use 'head' or 'tail' to read only the first or last N lines (they cannot be combined), "
+    "or 'offset' (1-based line) and 'limit' to read a window of numbered lines ('N<TAB>text') "
+    "with a footer '[lines A-B of N total]'; strip the numbers before using the text in "
+    "edit_file. Files larger than the server's read limit must be read in parts. The "
+    "result's structuredContent.revision identifies the file's content for conditional "
+    "writes. Only works within allowed directories."
 )
+_OFFSET = Param(
+    "offset", {"type": "integer", "minimum": 1}, "First line to return (1-based) of a window."
+)
+_LIMIT = Param("limit", {"type": "integer", "minimum": 1}, "How many lines the window holds.")
 
 READ_FILE = ToolSpec(
     name="read_file",
@@ -205,7 +285,7 @@ READ_TEXT_FILE = ToolSpec(
     name="read_text_file",
     title="Read Text File",
     description=_TEXT_DESCRIPTION,
-    params=(path_param("Path of the file to read."), _HEAD, _TAIL),
+    params=(path_param("Path of the file to read."), _HEAD, _TAIL, _OFFSET, _LIMIT),
     annotations=READ_ONLY,
     handler=read_text_file,
 )

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, final
 
+from sandboxfs.accounts import Accounts
 from sandboxfs.limits import Limits
 from sandboxfs.sandbox import Sandbox
 
@@ -77,6 +78,7 @@ class CallContext:
     #: Extra lines for list_allowed_directories (e.g. why client Roots are confined).
     notes: tuple[str, ...] = ()
     home: str | None = None
+    accounts: Accounts = field(default_factory=Accounts)
 
 
 Handler = Callable[..., ToolResult]

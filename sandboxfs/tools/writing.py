@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from sandboxfs.errors import InvalidArgument, LimitExceeded
+from sandboxfs.revisions import ABSENT, check, content_revision
 from sandboxfs.textedit import Edit, EditError, apply_edits
 from sandboxfs.tools.reading import whole_bytes
 from sandboxfs.tools.spec import (
@@ -35,20 +36,30 @@ def encode_content(content: str, ctx: CallContext) -> bytes:
     return data
 
 
-def write_file(ctx: CallContext, /, path: str, content: str) -> ToolResult:
+def write_file(
+    ctx: CallContext, /, path: str, content: str, *, expectedRevision: str | None = None
+) -> ToolResult:
     data = encode_content(content, ctx)
-    ctx.sandbox.replace_file(path, data)
+    ctx.sandbox.replace_file(path, data, expected=expectedRevision)
     return ToolResult(
-        text=f"Successfully wrote to {path}", structured={"path": path, "size": len(data)}
+        text=f"Successfully wrote to {path}",
+        structured={"path": path, "size": len(data), "revision": content_revision(data)},
     )
 
 
-def append_file(ctx: CallContext, /, path: str, content: str) -> ToolResult:
+def append_file(
+    ctx: CallContext, /, path: str, content: str, *, expectedRevision: str | None = None
+) -> ToolResult:
     data = encode_content(content, ctx)
-    st = ctx.sandbox.append_file(path, data)
+    st = ctx.sandbox.append_file(path, data, expected=expectedRevision)
     return ToolResult(
         text=f"Successfully appended to {path}",
-        structured={"path": path, "appended": len(data), "size": st.st_size},
+        structured={
+            "path": path,
+            "appended": len(data),
+            "size": st.st_size,
+            "revision": ctx.sandbox.revision(path),
+        },
     )
 
 
@@ -58,49 +69,137 @@ def _for_display(text: str) -> str:
 
 
 def edit_file(
-    ctx: CallContext, /, path: str, edits: list[dict[str, Any]], *, dryRun: bool = False
+    ctx: CallContext,
+    /,
+    path: str,
+    edits: list[dict[str, Any]],
+    *,
+    dryRun: bool = False,
+    strict: bool = False,
+    replaceAll: bool = False,
+    expectedRevision: str | None = None,
 ) -> ToolResult:
     with ctx.sandbox.open_file(path) as f:
         before = whole_bytes(f, ctx.limits.edit_bytes, path)
-        seen = f.stat
+    seen = content_revision(before)
+    check(expectedRevision, seen, path)
     # surrogateescape keeps bytes that are not UTF-8 exactly as they were.
     original = before.decode("utf-8", "surrogateescape")
     try:
-        edited = apply_edits(original, [Edit(e["oldText"], e["newText"]) for e in edits])
+        edited = apply_edits(
+            original,
+            [Edit(e["oldText"], e["newText"]) for e in edits],
+            strict=strict,
+            replace_all=replaceAll,
+        )
     except EditError as exc:
         raise InvalidArgument(str(exc)) from None
     diff = unified_diff(_for_display(original), _for_display(edited), path)
+    after = edited.encode("utf-8", "surrogateescape")
     if not dryRun:
-        ctx.sandbox.replace_file(path, edited.encode("utf-8", "surrogateescape"), expected=seen)
+        # Conditional on the bytes just read: a concurrent change is never overwritten.
+        ctx.sandbox.replace_file(path, after, expected=seen)
     return ToolResult(
         text=fenced(diff),
-        structured={"path": path, "diff": diff, "dryRun": dryRun, "edits": len(edits)},
+        structured={
+            "path": path,
+            "diff": diff,
+            "dryRun": dryRun,
+            "edits": len(edits),
+            "revision": seen if dryRun else content_revision(after),
+        },
     )
 
 
-def create_directory(ctx: CallContext, /, path: str) -> ToolResult:
-    created = ctx.sandbox.make_dirs(path)
+def create_directory(
+    ctx: CallContext, /, path: str, *, expectedRevision: str | None = None
+) -> ToolResult:
+    created = ctx.sandbox.make_dirs(path, expected=expectedRevision)
     return ToolResult(
         text=f"Successfully created directory {path}",
-        structured={"path": path, "created": created},
+        structured={"path": path, "created": created, "revision": ctx.sandbox.revision(path)},
     )
 
 
-def move_file(ctx: CallContext, /, source: str, destination: str) -> ToolResult:
-    ctx.sandbox.rename(source, destination)
+def move_file(
+    ctx: CallContext,
+    /,
+    source: str,
+    destination: str,
+    *,
+    expectedRevision: str | None = None,
+    expectedDestinationRevision: str | None = None,
+) -> ToolResult:
+    ctx.sandbox.rename(
+        source,
+        destination,
+        expected=expectedRevision,
+        expected_destination=expectedDestinationRevision,
+    )
     return ToolResult(
         text=f"Successfully moved {source} to {destination}",
-        structured={"source": source, "destination": destination},
+        structured={
+            "source": source,
+            "destination": destination,
+            "revision": ctx.sandbox.revision(destination),
+        },
     )
 
 
-def copy_file(ctx: CallContext, /, source: str, destination: str) -> ToolResult:
-    st = ctx.sandbox.copy_file(source, destination)
+def copy_file(
+    ctx: CallContext,
+    /,
+    source: str,
+    destination: str,
+    *,
+    expectedRevision: str | None = None,
+    expectedDestinationRevision: str | None = None,
+) -> ToolResult:
+    st = ctx.sandbox.copy_file(
+        source,
+        destination,
+        expected=expectedRevision,
+        expected_destination=expectedDestinationRevision,
+    )
     return ToolResult(
         text=f"Successfully copied {source} to {destination}",
-        structured={"source": source, "destination": destination, "size": st.st_size},
+        structured={
+            "source": source,
+            "destination": destination,
+            "size": st.st_size,
+            "revision": ctx.sandbox.revision(destination),
+        },
     )
 
+
+def delete_file(
+    ctx: CallContext,
+    /,
+    path: str,
+    *,
+    recursive: bool = False,
+    expectedRevision: str | None = None,
+) -> ToolResult:
+    removed = ctx.sandbox.remove(path, recursive=recursive, expected=expectedRevision)
+    what = "and everything below it" if removed > 1 else ""
+    return ToolResult(
+        text=f"Successfully deleted {path}" + (f" {what} ({removed} entries)" if what else ""),
+        structured={"path": path, "removed": removed, "revision": ABSENT},
+    )
+
+
+_REVISION = Param(
+    "expectedRevision",
+    {"type": "string", "minLength": 1},
+    "Only act if the path still has this revision (from an earlier result's "
+    "structuredContent.revision; 'absent' means nothing may be there). On a mismatch "
+    "nothing changes and the error says so.",
+)
+_DESTINATION_REVISION = Param(
+    "expectedDestinationRevision",
+    {"type": "string", "minLength": 1},
+    "Likewise for the destination; since nothing is ever overwritten, only 'absent' can match.",
+)
 
 _CONTENT = {"type": "string"}
 
@@ -116,6 +215,7 @@ WRITE_FILE = ToolSpec(
     params=(
         path_param("Path of the file to write."),
         Param("content", _CONTENT, "The complete new content (UTF-8 text).", required=True),
+        _REVISION,
     ),
     annotations=Annotations(read_only=False, idempotent=True, destructive=True),
     handler=write_file,
@@ -132,6 +232,7 @@ APPEND_FILE = ToolSpec(
     params=(
         path_param("Path of the file to append to."),
         Param("content", _CONTENT, "Text to append, exactly as given.", required=True),
+        _REVISION,
     ),
     annotations=Annotations(read_only=False, idempotent=False, destructive=False),
     handler=append_file,
@@ -172,6 +273,17 @@ EDIT_FILE = ToolSpec(
             {"type": "boolean", "default": False},
             "Preview the diff without changing the file.",
         ),
+        Param(
+            "strict",
+            {"type": "boolean", "default": False},
+            "Match oldText byte for byte (CRLF included) and require exactly one occurrence.",
+        ),
+        Param(
+            "replaceAll",
+            {"type": "boolean", "default": False},
+            "Replace every byte-for-byte occurrence of oldText (at least one is required).",
+        ),
+        _REVISION,
     ),
     annotations=Annotations(read_only=False, idempotent=False, destructive=True),
     handler=edit_file,
@@ -182,7 +294,7 @@ CREATE_DIRECTORY = ToolSpec(
     title="Create Directory",
     description="Create a directory, with any missing parents, or succeed silently if it "
     "already exists. Only works within allowed directories.",
-    params=(path_param("Path of the directory to create."),),
+    params=(path_param("Path of the directory to create."), _REVISION),
     annotations=Annotations(read_only=False, idempotent=True, destructive=False),
     handler=create_directory,
 )
@@ -199,6 +311,8 @@ MOVE_FILE = ToolSpec(
         Param(
             "destination", {"type": "string", "minLength": 1}, "Where to move it.", required=True
         ),
+        _REVISION,
+        _DESTINATION_REVISION,
     ),
     annotations=Annotations(read_only=False, idempotent=False, destructive=True),
     handler=move_file,
@@ -219,7 +333,29 @@ COPY_FILE = ToolSpec(
             "Where to create the copy.",
             required=True,
         ),
+        _REVISION,
+        _DESTINATION_REVISION,
     ),
     annotations=Annotations(read_only=False, idempotent=True, destructive=False),
     handler=copy_file,
+)
+
+DELETE_FILE = ToolSpec(
+    name="delete_file",
+    title="Delete File",
+    description="Delete a file, a symlink (the link itself, never its target), or an empty "
+    "directory; a non-empty directory only with recursive, which removes everything below "
+    "it without following any symlink. There is no undo. An allowed directory itself cannot "
+    "be deleted. Only works within allowed directories.",
+    params=(
+        path_param("Path to delete."),
+        Param(
+            "recursive",
+            {"type": "boolean", "default": False},
+            "Also delete a non-empty directory and everything below it.",
+        ),
+        _REVISION,
+    ),
+    annotations=Annotations(read_only=False, idempotent=True, destructive=True),
+    handler=delete_file,
 )

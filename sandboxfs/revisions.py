@@ -1,0 +1,106 @@
+"""Revisions: short tokens that change whenever a file's bytes or a tree changes.
+
+* A file's revision is ``sha256:`` + the SHA-256 of its bytes.
+* A directory's revision is ``tree:`` + the SHA-256 of a sorted description of
+  every entry below it (relative path, type, size, modification time, and a
+  symlink's target text), so any change below changes it.
+* A path with nothing there has the revision ``absent``.
+
+Clients pass a revision back as ``expectedRevision``; a mutation then happens
+only if the path still has that revision, checked under an exclusive lock
+(:func:`exclusive_lock`), so two sandboxfs processes on one directory cannot
+lose an update.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import hashlib
+import os
+import struct
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Final
+
+from sandboxfs.errors import Conflict
+
+ABSENT: Final = "absent"
+#: How long a conditional mutation waits for another writer's lock.
+LOCK_WAIT_SECONDS: Final = 10.0
+_CHUNK: Final = 1024 * 1024
+# struct flock on Linux: short l_type, short l_whence, off_t l_start, off_t l_len, pid_t l_pid.
+_FLOCK: Final = "hh4xqqi4x"
+
+
+def content_revision(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def file_revision(fd: int, size: int) -> str:
+    """The revision of the first ``size`` bytes of ``fd`` (read with pread, streamed)."""
+    digest = hashlib.sha256()
+    offset = 0
+    while offset < size:
+        chunk = os.pread(fd, min(_CHUNK, size - offset), offset)
+        if not chunk:
+            break
+        digest.update(chunk)
+        offset += len(chunk)
+    return "sha256:" + digest.hexdigest()
+
+
+def tree_revision(lines: Iterator[str]) -> str:
+    """The revision of a tree from its entries' description lines (any order)."""
+    digest = hashlib.sha256()
+    for line in sorted(lines):
+        digest.update(line.encode("utf-8", "surrogateescape"))
+        digest.update(b"\n")
+    return "tree:" + digest.hexdigest()
+
+
+def describe_entry(relative: str, kind: str, st: os.stat_result, target: str = "") -> str:
+    """One line of a tree description."""
+    size = st.st_size if kind != "directory" else 0
+    return f"{relative}\0{kind}\0{size}\0{st.st_mtime_ns}\0{target}"
+
+
+def check(expected: str | None, current: str, path: str) -> None:
+    """Raise Conflict, naming both revisions, unless ``current`` is ``expected``."""
+    if expected is not None and expected != current:
+        raise Conflict(
+            f"Revision mismatch for {path}: expected {expected}, but it is now {current}; "
+            "nothing was changed. Read it again and retry."
+        )
+
+
+def _try_lock(fd: int) -> bool:
+    """One attempt at an exclusive lock owned by this open file description."""
+    try:
+        fcntl.fcntl(fd, fcntl.F_OFD_SETLK, struct.pack(_FLOCK, fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0))
+        return True
+    except OSError as exc:
+        if exc.errno in (errno.EAGAIN, errno.EACCES):
+            return False
+        if exc.errno != errno.EBADF:  # not open for writing: fall back to flock below
+            raise
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
+
+
+@contextmanager
+def exclusive_lock(fd: int, path: str) -> Iterator[None]:
+    """Hold an exclusive lock on ``fd``'s file for the block: an OFD lock
+    (``F_OFD_SETLK``) on a file open for writing, else ``flock`` (directories).
+    Both belong to the open file description, so threads and processes exclude
+    each other.  The lock goes when ``fd`` is closed."""
+    deadline = time.monotonic() + LOCK_WAIT_SECONDS
+    while not _try_lock(fd):
+        if time.monotonic() > deadline:
+            raise Conflict(f"{path} is locked by another writer; try again")
+        time.sleep(0.005)
+    yield

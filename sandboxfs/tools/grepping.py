@@ -1,0 +1,292 @@
+"""grep_files: search file contents below a directory (or in one file).
+
+Literal by default.  With ``regex`` the pattern is RE2 syntax, matched by a
+linear-time engine (google-re2), so no pattern can stall the server; an invalid
+pattern is one clear error before the walk.  Binary files (a NUL byte in their
+first 8 KiB) are skipped.  The walk is the same bounded, descriptor-based walk
+as search_files: it never follows a symlink.  It stops early, and says so, at
+``maxResults`` matches, at the entry cap, or after ``search_seconds``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import stat
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import re2
+
+from sandboxfs.errors import InvalidArgument, LimitExceeded, SandboxError
+from sandboxfs.globs import Glob, GlobError, compile_glob
+from sandboxfs.resolver import Location
+from sandboxfs.sandbox import OpenFile
+from sandboxfs.tools.spec import READ_ONLY, CallContext, Param, ToolResult, ToolSpec
+from sandboxfs.tools.walking import Walker
+
+#: Bytes inspected to decide that a file is binary.
+_BINARY_PROBE: Final = 8192
+#: Bytes searched at once; a block always ends at a line boundary.
+_BLOCK: Final = 4 * 1024 * 1024
+#: Longest line text reported; longer lines are cut with an ellipsis.
+_LINE_SHOWN: Final = 500
+
+
+class _Matcher:
+    """Finds matching lines in a block of bytes, with RE2 or a plain substring search."""
+
+    def __init__(self, pattern: str, *, regex: bool, case_sensitive: bool) -> None:
+        if pattern == "":
+            raise InvalidArgument("pattern must not be empty")
+        options = re2.Options()
+        options.log_errors = False
+        options.case_sensitive = case_sensitive
+        self.literal = None if regex or not case_sensitive else pattern.encode("utf-8")
+        # (?m): ^ and $ match at line boundaries, as in grep.
+        source = "(?m)" + pattern if regex else re2.escape(pattern)
+        try:
+            self.compiled = re2.compile(source.encode("utf-8"), options=options)
+        except re2.error as exc:
+            raw = exc.args[0] if exc.args else b""
+            detail = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
+            detail = detail.replace("(?m)", "")
+            raise InvalidArgument(f"Invalid regular expression {pattern!r}: {detail}") from None
+
+    def hits(self, block: bytes) -> Iterator[int]:
+        """Start offsets of matches in ``block`` (at most one per line)."""
+        if self.literal is not None:
+            start = 0
+            while (at := block.find(self.literal, start)) >= 0:
+                yield at
+                start = block.find(b"\n", at)
+                if start < 0:
+                    return
+            return
+        position = 0
+        while position <= len(block):
+            found = self.compiled.search(block, position)
+            if found is None:
+                return
+            yield found.start()
+            newline = block.find(b"\n", found.start())
+            if newline < 0:
+                return
+            position = newline + 1
+
+
+def _shown(line: bytes) -> str:
+    text = line.decode("utf-8", "replace").removesuffix("\r")
+    return text if len(text) <= _LINE_SHOWN else text[:_LINE_SHOWN] + "…"
+
+
+@dataclass
+class _Search:
+    """The state of one grep_files call."""
+
+    matcher: _Matcher
+    context: int
+    max_results: int
+    deadline: float
+    lines: list[str] = field(default_factory=list)
+    matches: list[dict[str, Any]] = field(default_factory=list)
+    files_searched: int = 0
+    binary_skipped: int = 0
+    stopped: str | None = None
+
+    def full(self) -> bool:
+        return len(self.matches) >= self.max_results
+
+    def out_of_time(self, seconds: float) -> bool:
+        """True (and the reason noted) once the time budget is spent."""
+        if time.monotonic() <= self.deadline:
+            return False
+        self.stopped = f"stopped after {seconds:g} s; narrow path or use glob"
+        return True
+
+    def search_file(self, f: OpenFile, shown_path: str, seconds: float) -> None:
+        probe = f.file.read(_BINARY_PROBE)
+        if b"\0" in probe:
+            self.binary_skipped += 1
+            return
+        self.files_searched += 1
+        f.file.seek(0)
+        line_number = 0  # lines before the current block
+        carry = b""
+        while not self.full():
+            chunk = f.file.read(_BLOCK)
+            block = carry + chunk
+            if not chunk:
+                if block:
+                    self._block(block, line_number, shown_path)
+                return
+            cut = block.rfind(b"\n") + 1
+            if cut == 0:
+                carry = block
+                continue
+            self._block(block[:cut], line_number, shown_path)
+            line_number += block.count(b"\n", 0, cut)
+            carry = block[cut:]
+            if self.out_of_time(seconds):
+                return
+
+    def _block(self, block: bytes, before: int, shown_path: str) -> None:
+        hits = list(self.matcher.hits(block))
+        if not hits:
+            return
+        lines = block.split(b"\n")
+        if lines and lines[-1] == b"":
+            lines.pop()
+        starts = [0]
+        for line in lines[:-1]:
+            starts.append(starts[-1] + len(line) + 1)
+        last_printed = -1
+        for hit in hits:
+            index = bisect.bisect_right(starts, hit) - 1
+            if self.full():
+                break
+            number = before + index + 1
+            lo = max(0, index - self.context)
+            hi = min(len(lines), index + self.context + 1)
+            if self.context and self.lines and lo > last_printed + 1:
+                self.lines.append("--")
+            for k in range(max(lo, last_printed + 1), hi):
+                mark = ":" if k == index else "-"
+                self.lines.append(f"{shown_path}{mark}{before + k + 1}{mark}{_shown(lines[k])}")
+            last_printed = max(last_printed, hi - 1)
+            self.matches.append(
+                {
+                    "path": shown_path,
+                    "line": number,
+                    "text": _shown(lines[index]),
+                    "before": [_shown(x) for x in lines[lo:index]],
+                    "after": [_shown(x) for x in lines[index + 1 : hi]],
+                }
+            )
+
+
+def grep_files(
+    ctx: CallContext,
+    /,
+    pattern: str,
+    *,
+    path: str = ".",
+    regex: bool = False,
+    glob: str | None = None,
+    context: int = 0,
+    maxResults: int = 50,
+    caseSensitive: bool = True,
+) -> ToolResult:
+    matcher = _Matcher(pattern, regex=regex, case_sensitive=caseSensitive)
+    name_filter: Glob | None = None
+    if glob is not None:
+        try:
+            name_filter = compile_glob(glob)
+        except GlobError as exc:
+            raise InvalidArgument(f"Invalid glob pattern: {exc}") from None
+    search = _Search(matcher, context, maxResults, time.monotonic() + ctx.limits.search_seconds)
+    if not stat.S_ISDIR(ctx.sandbox.stat(path).mode):
+        with ctx.sandbox.open_file(path) as f:
+            search.search_file(f, path, ctx.limits.search_seconds)
+    else:
+        _walk(ctx, path, search, name_filter)
+    if search.stopped is None and search.full():
+        search.stopped = (
+            f"stopped after {maxResults} matches; raise maxResults or narrow the search"
+        )
+    text = "\n".join(search.lines) if search.lines else "No matches found"
+    if search.stopped:
+        text += f"\n[{search.stopped}]"
+    return ToolResult(
+        text=text,
+        structured={
+            "matches": search.matches,
+            "filesSearched": search.files_searched,
+            "binaryFilesSkipped": search.binary_skipped,
+            "complete": search.stopped is None,
+            "stoppedReason": search.stopped,
+        },
+    )
+
+
+def _walk(ctx: CallContext, path: str, search: _Search, name_filter: Glob | None) -> None:
+    walker = Walker(ctx, path, "grep_files", lambda rel: False)
+    prefix = path.rstrip("/") or "/"
+    pending: list[Iterator[tuple[str, Any]]] = []
+    try:
+        pending.append(iter(walker.children(()) or []))
+        while pending and not search.full():
+            if search.out_of_time(ctx.limits.search_seconds):
+                return
+            item = next(pending[-1], None)
+            if item is None:
+                pending.pop()
+                continue
+            relative, entry = item
+            if entry.kind == "directory":
+                below = walker.children(tuple(relative.split("/")))
+                if below:
+                    pending.append(iter(below))
+                continue
+            if entry.kind != "file":
+                continue
+            if name_filter is not None:
+                subject = relative if "/" in (name_filter.pattern or "") else entry.name
+                if not name_filter.matches(subject):
+                    continue
+            shown = f"{prefix}/{relative}" if prefix != "/" else f"/{relative}"
+            location = Location(walker.start.root, (*walker.start.rel, *relative.split("/")))
+            try:
+                with ctx.sandbox.open_file_at(location, shown) as f:
+                    search.search_file(f, shown, ctx.limits.search_seconds)
+            except SandboxError:
+                continue  # vanished or unreadable meanwhile: not a match
+    except LimitExceeded as exc:
+        search.stopped = str(exc)
+
+
+GREP_FILES = ToolSpec(
+    name="grep_files",
+    title="Search File Contents",
+    description="Search the contents of files below 'path' (or the one file it names) and "
+    "report matching lines as 'path:line:text' (GNU grep style; with context, context lines "
+    "are 'path-line-text' and groups are separated by '--'). The pattern is literal text "
+    "unless 'regex' is true (RE2 syntax, linear time). 'glob' keeps only files whose name "
+    "(or, if the glob has a '/', relative path) matches. Binary files are skipped; symlinks "
+    "are never followed. Stops early, and says so, at maxResults matches, at 100,000 "
+    "visited entries, or after the server's time limit. Only searches within allowed "
+    "directories.",
+    params=(
+        Param(
+            "pattern",
+            {"type": "string", "minLength": 1},
+            "Text (or RE2 regex) to find.",
+            required=True,
+        ),
+        Param(
+            "path",
+            {"type": "string", "minLength": 1, "default": "."},
+            "Directory to search below, or one file (default: the first allowed directory).",
+        ),
+        Param("regex", {"type": "boolean", "default": False}, "Treat pattern as an RE2 regex."),
+        Param("glob", {"type": "string"}, "Only search files whose name matches, e.g. '*.py'."),
+        Param(
+            "context",
+            {"type": "integer", "minimum": 0, "maximum": 20, "default": 0},
+            "Lines of context to show around each match.",
+        ),
+        Param(
+            "maxResults",
+            {"type": "integer", "minimum": 1, "maximum": 10000, "default": 50},
+            "Stop after this many matching lines.",
+        ),
+        Param(
+            "caseSensitive",
+            {"type": "boolean", "default": True},
+            "Match case exactly (false: ignore case).",
+        ),
+    ),
+    annotations=READ_ONLY,
+    handler=grep_files,
+)
