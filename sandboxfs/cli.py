@@ -147,6 +147,7 @@ def help_text() -> str:
     defaults = Limits()
     lines = [
         "usage: sandboxfs [OPTIONS] [--] DIR...",
+        "       sandboxfs audit [--era 2025|2026] [--json FILE] -- CMD ... {root}",
         "",
         "A security-first MCP filesystem server: an agent may read, write and search",
         "files inside the given directories and nothing else. Speaks MCP over stdio",
@@ -182,6 +183,10 @@ def _expand(path: str) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``sandboxfs`` command; returns the exit status."""
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["audit"]:
+        from sandboxfs.audit.runner import main as audit  # noqa: PLC0415 - only audit needs it
+
+        return audit(argv[1:])
     try:
         args = parse_arguments(argv)
     except (UsageError, ValueError) as exc:

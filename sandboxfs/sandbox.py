@@ -365,6 +365,8 @@ class Sandbox:
                 yield st
                 return
             fd = self._open_to_lock(dir_fd, leaf, st, path)
+            if fd is None:
+                continue
             with closing_fd(fd), exclusive_lock(fd, path):
                 now = _lstat_leaf(dir_fd, leaf)
                 if now is None or not _same_file(now, os.fstat(fd)):
@@ -375,22 +377,29 @@ class Sandbox:
         raise Conflict(f"{path} kept changing; try again")
 
     @staticmethod
-    def _open_to_lock(dir_fd: int, leaf: str, st: os.stat_result, path: str) -> int:
+    def _open_to_lock(dir_fd: int, leaf: str, st: os.stat_result, path: str) -> int | None:
+        """A descriptor of the entry to lock (None if it vanished: look again)."""
         if stat.S_ISDIR(st.st_mode):
-            flags = _LIST_FLAGS | os.O_NOFOLLOW
+            attempts = [_LIST_FLAGS | os.O_NOFOLLOW]
         elif stat.S_ISREG(st.st_mode):
-            flags = os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY
+            # Writable if we may (an OFD lock needs it), else readable (flock then).
+            attempts = [
+                os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY,
+                _READ_FLAGS | os.O_NOFOLLOW,
+            ]
         else:
             raise NotARegularFile(f"Not a regular file (FIFO, socket or device): {path}")
-        try:
-            return syscalls.openat2(dir_fd, leaf, flags, resolve=LEAF_RESOLVE)
-        except PermissionError:
-            if not stat.S_ISREG(st.st_mode):
-                raise
-        try:
-            return syscalls.openat2(dir_fd, leaf, _READ_FLAGS | os.O_NOFOLLOW, resolve=LEAF_RESOLVE)
-        except OSError as exc:
-            raise from_oserror(exc, path) from None
+        for flags in attempts:
+            try:
+                return syscalls.openat2(dir_fd, leaf, flags, resolve=LEAF_RESOLVE)
+            except (FileNotFoundError, NotADirectoryError, IsADirectoryError, InterruptedError):
+                return None
+            except OSError as exc:
+                if exc.errno == errno.ELOOP:
+                    return None  # became a symlink: look again
+                if exc.errno != errno.EACCES or flags == attempts[-1]:
+                    raise from_oserror(exc, path) from None
+        return None
 
     # -- creating and writing ----------------------------------------------------
 
@@ -572,34 +581,63 @@ class Sandbox:
         with closing_fd(dir_fd), self._guarded(dir_fd, leaf, path, expected) as st:
             if st is not None:
                 _require_regular(st, path)
-            flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
-            if expected == ABSENT:
-                flags |= os.O_EXCL
-            try:
-                fd = syscalls.openat2(
-                    dir_fd, leaf, flags | os.O_NOCTTY, mode=0o666, resolve=LEAF_RESOLVE
-                )
-            except FileExistsError:
-                raise Conflict(f"Revision mismatch for {path}: it was created meanwhile") from None
-            except OSError as exc:
-                if exc.errno == errno.ELOOP:
-                    raise Conflict(f"The file changed while it was being opened: {path}") from None
-                raise from_oserror(exc, path) from None
-            with closing_fd(fd):
-                opened = os.fstat(fd)
-                _require_regular(opened, path)
-                if opened.st_nlink > 1:
-                    raise HardLinked(
-                        f"Refusing to append in place: the file has {opened.st_nlink} hard "
-                        f"links, so the change would also appear at its other names: {path}. "
-                        "Use write_file to replace it with a file of its own."
-                    )
-                try:
-                    write_all(fd, data)
-                    os.fsync(fd)
-                except OSError as exc:
-                    raise from_oserror(exc, path) from None
-                return os.fstat(fd)
+            for _ in range(_GUARD_ATTEMPTS):
+                fd = self._open_for_append(dir_fd, leaf, path, exclusive=expected == ABSENT)
+                with closing_fd(fd):
+                    if not self._only_name_is(fd, dir_fd, leaf, path):
+                        continue
+                    try:
+                        write_all(fd, data)
+                        os.fsync(fd)
+                    except OSError as exc:
+                        raise from_oserror(exc, path) from None
+                    return os.fstat(fd)
+            raise Conflict(f"{path} kept changing while it was being opened; try again")
+
+    @staticmethod
+    def _open_for_append(dir_fd: int, leaf: str, path: str, *, exclusive: bool) -> int:
+        flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY
+        if exclusive:
+            flags |= os.O_EXCL
+        try:
+            return syscalls.openat2(dir_fd, leaf, flags, mode=0o666, resolve=LEAF_RESOLVE)
+        except FileExistsError:
+            raise Conflict(f"Revision mismatch for {path}: it was created meanwhile") from None
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise Conflict(f"The file changed while it was being opened: {path}") from None
+            raise from_oserror(exc, path) from None
+
+    @staticmethod
+    def _only_name_is(fd: int, dir_fd: int, leaf: str, path: str) -> bool:
+        """Whether the open file's one and only name is ``leaf``.
+
+        Names cannot be read atomically, so this brackets the check of the name
+        between two ``fstat``s that must agree on a single link and an unchanged
+        ctime: a link or unlink in between changes the ctime (Linux records it
+        at fine granularity once it has been queried).  False means "look
+        again"; a file that really has other names raises HardLinked.
+        """
+        first = os.fstat(fd)
+        _require_regular(first, path)
+        named = _lstat_leaf(dir_fd, leaf)
+        last = os.fstat(fd)
+        if (
+            max(first.st_nlink, last.st_nlink) > 1
+            and named is not None
+            and _same_file(named, first)
+        ):
+            raise HardLinked(
+                f"Refusing to append in place: the file has {last.st_nlink} hard links, so the "
+                f"change would also appear at its other names: {path}. Use write_file to "
+                "replace it with a file of its own."
+            )
+        return (
+            named is not None
+            and _same_file(named, first)
+            and first.st_nlink == last.st_nlink == 1
+            and first.st_ctime_ns == last.st_ctime_ns
+        )
 
     # -- moving, copying, removing -----------------------------------------------
 

@@ -1,0 +1,559 @@
+"""The audit's attack cases, by category.
+
+Each case builds what it needs under its fixture (``fx.root`` is inside the
+server's allowed directory, ``fx.outside`` is not), makes tool calls through
+``s`` and raises :class:`CaseFailed` when the server does something it must
+not.  The harness then checks, for every case, that nothing outside changed,
+that no reply leaked, and that the server still answers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import stat
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final
+
+import trio
+
+from sandboxfs.audit.attacker import prepare
+from sandboxfs.audit.harness import (
+    CANARY_SIZE,
+    CaseFailed,
+    CaseSkipped,
+    Fixture,
+    Reply,
+    Session,
+    attacker_process,
+)
+
+CaseFn = Callable[[Session, Fixture], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class Case:
+    category: str
+    name: str
+    run: CaseFn
+    #: Prepares what the case needs outside, before the outside is snapshotted.
+    setup: Callable[[Fixture], None] | None = None
+    #: A hard link planted inside is a real inside name of an outside file: reading
+    #: its content there is expected, so replies are not checked for canary content.
+    reads_inside_names_of_outside_files: bool = False
+
+    @property
+    def id(self) -> str:
+        return f"{self.category}/{self.name}"
+
+
+CASES: list[Case] = []
+
+#: How long a race case keeps the attacker running, in tool calls.
+RACE_CALLS: Final = 300
+
+
+def case(
+    category: str,
+    name: str,
+    setup: Callable[[Fixture], None] | None = None,
+    *,
+    hard_links: bool = False,
+) -> Callable[[CaseFn], CaseFn]:
+    def register(fn: CaseFn) -> CaseFn:
+        CASES.append(Case(category, name, fn, setup, hard_links))
+        return fn
+
+    return register
+
+
+def _prepared(kind: str) -> Callable[[Fixture], None]:
+    return lambda fx: prepare(kind, fx.root, fx.outside, fx.canary)
+
+
+def refused(reply: Reply, what: str) -> None:
+    if not reply.error:
+        raise CaseFailed(f"{what} was served: {reply.text[:160]!r}")
+
+
+def links(fx: Fixture) -> None:
+    """Symlinks inside the case root that lead outside in every common way."""
+    secret = fx.outside / "secret.txt"
+    (fx.root / "abs-file").symlink_to(secret)
+    depth = len(fx.root.relative_to(fx.base).parts)
+    (fx.root / "rel-file").symlink_to("../" * depth + f"outside/{fx.outside.name}/secret.txt")
+    (fx.root / "abs-dir").symlink_to(fx.outside / "dir")
+    (fx.root / "chain").symlink_to("abs-file")
+    (fx.root / "proc").symlink_to(f"/proc/self/root{secret}")
+    (fx.root / "dangling-out").symlink_to(fx.outside / "created-through-link.txt")
+    (fx.root / "up").symlink_to("../" * depth)
+
+
+READ_TARGETS: Final = ("abs-file", "rel-file", "chain", "proc", "abs-dir/secret.txt", "up/outside")
+
+
+# -- path syntax -----------------------------------------------------------------------
+
+
+@case("path-syntax", "relative-dotdot")
+async def _dotdot(s: Session, fx: Fixture) -> None:
+    depth = len(fx.root.relative_to(fx.base / "root").parts)
+    path = "../" * (depth + 1) + f"outside/{fx.outside.name}/secret.txt"
+    refused(await s.call("read_text_file", path=fx.rel(path)), "a ../ path out of the root")
+    refused(await s.call("read_text_file", path=path), "a relative ../ path")
+
+
+@case("path-syntax", "absolute-outside")
+async def _absolute(s: Session, fx: Fixture) -> None:
+    refused(await s.call("read_text_file", path=str(fx.outside / "secret.txt")), "an outside path")
+    refused(await s.call("list_directory", path=str(fx.outside)), "an outside directory")
+
+
+@case("path-syntax", "prefix-sibling")
+async def _prefix_sibling(s: Session, fx: Fixture) -> None:
+    sibling = fx.base / f"root-evil-{fx.root.name}"
+    sibling.mkdir()
+    (sibling / "secret.txt").write_bytes(fx.canary)
+    refused(await s.call("read_text_file", path=str(sibling / "secret.txt")), "a prefix sibling")
+    refused(await s.call("list_directory", path=str(sibling)), "a prefix sibling directory")
+    reply = await s.call("write_file", path=str(sibling / "new.txt"), content="escaped")
+    if (sibling / "new.txt").exists():
+        raise CaseFailed(f"wrote into a prefix sibling directory ({reply.text[:80]!r})")
+
+
+@case("path-syntax", "quote-and-space-siblings")
+async def _quote_siblings(s: Session, fx: Fixture) -> None:
+    root = fx.base / "root"
+    for suffix in ("'", " ", '"'):
+        sibling = Path(str(root) + suffix)
+        sibling.mkdir(exist_ok=True)
+        (sibling / f"secret-{fx.root.name}.txt").write_bytes(fx.canary)
+        refused(await s.call("list_directory", path=str(sibling)), f"the sibling {sibling.name!r}")
+        await s.call("write_file", path=str(sibling / "escaped.txt"), content="escaped")
+        if (sibling / "escaped.txt").exists():
+            (sibling / "escaped.txt").unlink()
+            raise CaseFailed(f"wrote into the sibling directory {sibling.name!r}")
+
+
+@case("path-syntax", "dotdot-inside-absolute")
+async def _dotdot_absolute(s: Session, fx: Fixture) -> None:
+    depth = len(fx.root.relative_to(fx.base).parts)
+    path = fx.rel(*[".."] * depth, "outside", fx.outside.name, "secret.txt")
+    refused(await s.call("read_text_file", path=path), "root/../outside")
+
+
+@case("path-syntax", "nul-byte")
+async def _nul(s: Session, fx: Fixture) -> None:
+    refused(await s.call("read_text_file", path=fx.rel("inside.txt\0.png")), "a path with NUL")
+
+
+@case("path-syntax", "very-long-path")
+async def _long(s: Session, fx: Fixture) -> None:
+    await s.call("read_text_file", path=fx.rel("a" * 300, *["b" * 200] * 40))
+
+
+@case("path-syntax", "encoded-and-backslash")
+async def _encoded(s: Session, fx: Fixture) -> None:
+    for path in ("%2e%2e/%2e%2e/outside", "..\\..\\outside\\secret.txt", "file:///etc/passwd"):
+        await s.call("read_text_file", path=fx.rel(path))
+
+
+# -- symlinks: every reading tool ------------------------------------------------------------
+
+
+def _reading(tool: str, build: Callable[[str], dict[str, object]]) -> None:
+    @case("symlinks", f"read-{tool}")
+    async def run(s: Session, fx: Fixture) -> None:
+        links(fx)
+        for target in READ_TARGETS:
+            reply = await s.call(tool, **build(fx.rel(target)))
+            if tool == "read_multiple_files":
+                continue  # per-file errors are inline; the leak check covers content
+            if tool == "get_file_info":
+                # Describing the link itself is fine; describing its outside target is not.
+                if not reply.error and f"size: {CANARY_SIZE}" in reply.text:
+                    raise CaseFailed(f"get_file_info through {target} described the outside file")
+                continue
+            refused(reply, f"{tool} through {target}")
+
+
+_reading("read_text_file", lambda p: {"path": p})
+_reading("read_file", lambda p: {"path": p})
+_reading("read_media_file", lambda p: {"path": p})
+_reading("read_multiple_files", lambda p: {"paths": [p]})
+_reading("get_file_info", lambda p: {"path": p})
+
+
+@case("symlinks", "list-directory-through-link")
+async def _list_link(s: Session, fx: Fixture) -> None:
+    links(fx)
+    refused(await s.call("list_directory", path=fx.rel("abs-dir")), "listing an outside dir")
+    refused(await s.call("list_directory", path=fx.rel("up")), "listing through up/")
+
+
+@case("symlinks", "walks-never-follow-out")
+async def _walks(s: Session, fx: Fixture) -> None:
+    links(fx)
+    marker = "only-outside.txt"
+    for tool, extra in (
+        ("directory_tree", {}),
+        ("search_files", {"pattern": "**/*"}),
+        ("list_directory_with_sizes", {}),
+    ):
+        reply = await s.call(tool, path=str(fx.root), **extra)
+        if marker in reply.raw:
+            raise CaseFailed(f"{tool} listed a name from outside")
+    if s.has("grep_files"):
+        await s.call("grep_files", pattern="CANARY", path=str(fx.root))
+
+
+# -- symlinks: every writing tool ---------------------------------------------------------------
+
+
+@case("symlinks", "write-through-links")
+async def _write_links(s: Session, fx: Fixture) -> None:
+    links(fx)
+    for target in ("abs-file", "rel-file", "chain", "abs-dir/new.txt", "dangling-out"):
+        await s.call("write_file", path=fx.rel(target), content="pwned")
+
+
+@case("symlinks", "append-through-links")
+async def _append_links(s: Session, fx: Fixture) -> None:
+    links(fx)
+    for target in ("abs-file", "rel-file", "abs-dir/new.txt", "dangling-out"):
+        await s.call("append_file", path=fx.rel(target), content="pwned")
+
+
+@case("symlinks", "edit-through-links")
+async def _edit_links(s: Session, fx: Fixture) -> None:
+    links(fx)
+    edit = [{"oldText": "CANARY", "newText": "PWNED"}]
+    for target in ("abs-file", "rel-file", "chain"):
+        await s.call("edit_file", path=fx.rel(target), edits=edit)
+
+
+@case("symlinks", "copy-from-links")
+async def _copy_from(s: Session, fx: Fixture) -> None:
+    links(fx)
+    for i, target in enumerate(("abs-file", "rel-file", "chain")):
+        await s.call("copy_file", source=fx.rel(target), destination=fx.rel(f"copy{i}"))
+
+
+@case("symlinks", "move-links")
+async def _move_links(s: Session, fx: Fixture) -> None:
+    links(fx)
+    await s.call("move_file", source=fx.rel("abs-dir/secret.txt"), destination=fx.rel("stolen"))
+    await s.call("move_file", source=fx.rel("abs-file"), destination=fx.rel("moved-link"))
+
+
+# -- destination-side attacks -------------------------------------------------------------------
+
+
+@case("destination", "write-into-link-dir")
+async def _dest_write(s: Session, fx: Fixture) -> None:
+    links(fx)
+    await s.call("write_file", path=fx.rel("abs-dir", "planted.txt"), content="pwned")
+    await s.call("write_file", path=fx.rel("up", "outside", "planted.txt"), content="pwned")
+
+
+@case("destination", "mkdir-through-links")
+async def _dest_mkdir(s: Session, fx: Fixture) -> None:
+    links(fx)
+    await s.call("create_directory", path=fx.rel("abs-dir", "made"))
+    await s.call("create_directory", path=fx.rel("dangling-out", "made"))
+    await s.call("create_directory", path=fx.rel("up", "outside", "made"))
+
+
+@case("destination", "move-into-link-dir")
+async def _dest_move(s: Session, fx: Fixture) -> None:
+    links(fx)
+    await s.call("move_file", source=fx.rel("inside.txt"), destination=fx.rel("abs-dir", "m.txt"))
+    (fx.root / "inside.txt").write_bytes(b"inside\n")
+    await s.call("move_file", source=fx.rel("inside.txt"), destination=fx.rel("dangling-out"))
+
+
+@case("destination", "copy-into-link-dir")
+async def _dest_copy(s: Session, fx: Fixture) -> None:
+    links(fx)
+    await s.call("copy_file", source=fx.rel("inside.txt"), destination=fx.rel("abs-dir", "c.txt"))
+    await s.call("copy_file", source=fx.rel("inside.txt"), destination=fx.rel("dangling-out"))
+
+
+@case("destination", "delete-through-links")
+async def _dest_delete(s: Session, fx: Fixture) -> None:
+    links(fx)
+    if not s.has("delete_file"):
+        raise CaseSkipped("the server has no delete_file tool")
+    await s.call("delete_file", path=fx.rel("abs-dir", "secret.txt"))
+    await s.call("delete_file", path=fx.rel("abs-dir"), recursive=True)
+    await s.call("delete_file", path=fx.rel("up", "outside"), recursive=True)
+
+
+# -- hard links ----------------------------------------------------------------------------------
+
+
+@case("hard-links", "write-append-edit-planted-link", hard_links=True)
+async def _hardlink(s: Session, fx: Fixture) -> None:
+    for name in ("w", "a", "e"):
+        os.link(fx.outside / "secret.txt", fx.root / name)
+    await s.call("write_file", path=fx.rel("w"), content="pwned")
+    await s.call("append_file", path=fx.rel("a"), content="pwned")
+    await s.call("edit_file", path=fx.rel("e"), edits=[{"oldText": "CANARY", "newText": "PWNED"}])
+
+
+# -- special files -----------------------------------------------------------------------------
+
+
+def _special(fx: Fixture) -> list[str]:
+    names = ["fifo"]
+    os.mkfifo(fx.root / "fifo")
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(fx.root / "sock"))
+    names.append("sock")
+    with contextlib.suppress(PermissionError):
+        os.mknod(fx.root / "zero", stat.S_IFCHR | 0o666, os.makedev(1, 5))  # /dev/zero
+        names.append("zero")
+    return names
+
+
+@case("special-files", "reads-do-not-hang")
+async def _special_reads(s: Session, fx: Fixture) -> None:
+    for name in _special(fx):
+        for tool in ("read_text_file", "read_media_file", "read_file"):
+            await s.call(tool, path=fx.rel(name))
+        await s.call("read_multiple_files", paths=[fx.rel(name), fx.rel("inside.txt")])
+        await s.call("read_text_file", path=fx.rel(name), head=1)
+
+
+@case("special-files", "writes-do-not-hang")
+async def _special_writes(s: Session, fx: Fixture) -> None:
+    for name in _special(fx):
+        await s.call("write_file", path=fx.rel(name), content="x")
+        await s.call("append_file", path=fx.rel(name), content="x")
+        await s.call("edit_file", path=fx.rel(name), edits=[{"oldText": "a", "newText": "b"}])
+        await s.call("copy_file", source=fx.rel(name), destination=fx.rel(f"{name}-copy"))
+
+
+@case("special-files", "listings-do-not-hang")
+async def _special_listings(s: Session, fx: Fixture) -> None:
+    _special(fx)
+    for tool, extra in (
+        ("list_directory_with_sizes", {}),
+        ("directory_tree", {}),
+        ("search_files", {"pattern": "**/*"}),
+        ("get_file_info", {}),
+    ):
+        await s.call(
+            tool, path=str(fx.root) if tool != "get_file_info" else fx.rel("fifo"), **extra
+        )
+    if s.has("grep_files"):
+        await s.call("grep_files", pattern="x", path=str(fx.root))
+
+
+# -- resource exhaustion ----------------------------------------------------------------------
+
+
+def _sparse(fx: Fixture) -> str:
+    with (fx.root / "sparse.log").open("wb") as f:
+        f.truncate(1 << 40)  # 1 TiB, no blocks
+    return fx.rel("sparse.log")
+
+
+@case("resource-exhaustion", "sparse-1tib-whole-read")
+async def _sparse_whole(s: Session, fx: Fixture) -> None:
+    await s.call("read_text_file", path=_sparse(fx))
+
+
+@case("resource-exhaustion", "sparse-1tib-head-and-tail")
+async def _sparse_head(s: Session, fx: Fixture) -> None:
+    path = _sparse(fx)
+    await s.call("read_text_file", path=path, head=5)
+    await s.call("read_text_file", path=path, tail=5)
+
+
+@case("resource-exhaustion", "sparse-1tib-media")
+async def _sparse_media(s: Session, fx: Fixture) -> None:
+    await s.call("read_media_file", path=_sparse(fx))
+
+
+@case("resource-exhaustion", "deep-tree")
+async def _deep(s: Session, fx: Fixture) -> None:
+    fd = os.open(fx.root, os.O_PATH | os.O_DIRECTORY)
+    try:
+        for _ in range(400):  # past sandboxfs's 256-level cap; Python's tools still cope
+            os.mkdir("d", dir_fd=fd)
+            inner = os.open("d", os.O_PATH | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+    finally:
+        os.close(fd)
+    await s.call("directory_tree", path=str(fx.root))
+    await s.call("search_files", path=str(fx.root), pattern="**/x")
+
+
+@case("resource-exhaustion", "symlink-loop")
+async def _loop(s: Session, fx: Fixture) -> None:
+    (fx.root / "loop-a").symlink_to("loop-b")
+    (fx.root / "loop-b").symlink_to("loop-a")
+    refused(await s.call("read_text_file", path=fx.rel("loop-a")), "a symlink loop")
+    await s.call("write_file", path=fx.rel("loop-a"), content="x")
+    await s.call("search_files", path=str(fx.root), pattern="**/*")
+
+
+# -- races with an attacker process ----------------------------------------------------------
+
+
+async def _race(
+    kind: str, s: Session, fx: Fixture, calls: list[tuple[str, dict[str, object]]]
+) -> None:
+    process = attacker_process(kind, fx.root, fx.outside)
+    try:
+        await trio.sleep(0.05)
+        for i in range(RACE_CALLS):
+            tool, arguments = calls[i % len(calls)]
+            if s.has(tool):
+                await s.call(tool, **json.loads(json.dumps(arguments).replace("{i}", str(i))))
+    finally:
+        process.kill()
+        process.wait()
+    moved = fx.outside / "moved-d"
+    if moved.exists():  # the attacker stopped mid-move: put it back for the checks
+        moved.rename(fx.root / "d")
+
+
+@case("races", "exchange-dir-during-reads-and-walks", _prepared("exchange-dir"))
+async def _race_read(s: Session, fx: Fixture) -> None:
+    await _race(
+        "exchange-dir",
+        s,
+        fx,
+        [
+            ("read_text_file", {"path": fx.rel("d", "f")}),
+            ("list_directory", {"path": fx.rel("d")}),
+            ("directory_tree", {"path": fx.rel("d")}),
+            ("search_files", {"path": fx.rel("d"), "pattern": "**/*"}),
+            ("read_text_file", {"path": fx.rel("d", "secret.txt")}),
+        ],
+    )
+
+
+@case("races", "exchange-dir-during-writes", _prepared("exchange-dir"))
+async def _race_write(s: Session, fx: Fixture) -> None:
+    await _race(
+        "exchange-dir",
+        s,
+        fx,
+        [
+            ("write_file", {"path": fx.rel("d", "w.txt"), "content": "written"}),
+            ("create_directory", {"path": fx.rel("d", "made{i}")}),
+            ("copy_file", {"source": fx.rel("inside.txt"), "destination": fx.rel("d", "c{i}")}),
+            ("append_file", {"path": fx.rel("d", "f"), "content": "+"}),
+        ],
+    )
+
+
+@case("races", "file-symlink-swap-during-write-edit-copy", _prepared("swap-file"))
+async def _race_swap(s: Session, fx: Fixture) -> None:
+    await _race(
+        "swap-file",
+        s,
+        fx,
+        [
+            ("write_file", {"path": fx.rel("f"), "content": "written {i}\n"}),
+            ("edit_file", {"path": fx.rel("f"), "edits": [{"oldText": "e", "newText": "e"}]}),
+            ("copy_file", {"source": fx.rel("f"), "destination": fx.rel("copy{i}")}),
+            ("read_text_file", {"path": fx.rel("f")}),
+        ],
+    )
+
+
+@case("races", "directory-renamed-away-during-walks", _prepared("rename-away"))
+async def _race_rename(s: Session, fx: Fixture) -> None:
+    await _race(
+        "rename-away",
+        s,
+        fx,
+        [
+            ("directory_tree", {"path": str(fx.root)}),
+            ("search_files", {"path": str(fx.root), "pattern": "**/*"}),
+            ("read_text_file", {"path": fx.rel("d", "inner", "inside.txt")}),
+        ],
+    )
+
+
+@case("races", "hard-links-planted-during-writes", _prepared("plant-hardlink"), hard_links=True)
+async def _race_hardlink(s: Session, fx: Fixture) -> None:
+    await _race(
+        "plant-hardlink",
+        s,
+        fx,
+        [
+            ("write_file", {"path": fx.rel("h"), "content": "written"}),
+            ("append_file", {"path": fx.rel("h"), "content": "appended"}),
+            ("edit_file", {"path": fx.rel("h"), "edits": [{"oldText": "w", "newText": "w"}]}),
+        ],
+    )
+
+
+# -- leaks -----------------------------------------------------------------------------------------
+
+
+def _normalized(reply: Reply, *paths: str) -> str:
+    text = reply.text
+    for path in paths:
+        text = text.replace(path, "<path>")
+    return text
+
+
+@case("leaks", "outside-existence-oracle")
+async def _oracle(s: Session, fx: Fixture) -> None:
+    existing = str(fx.outside / "secret.txt")
+    missing = str(fx.outside / "no-such-file.txt")
+    for tool in ("read_text_file", "get_file_info", "list_directory"):
+        a = await s.call(tool, path=existing)
+        b = await s.call(tool, path=missing)
+        if _normalized(a, existing) != _normalized(b, missing):
+            raise CaseFailed(f"{tool} tells an existing outside file from a missing one")
+
+
+@case("leaks", "symlink-existence-oracle")
+async def _link_oracle(s: Session, fx: Fixture) -> None:
+    (fx.root / "to-existing").symlink_to(fx.outside / "secret.txt")
+    (fx.root / "to-missing").symlink_to(fx.outside / "no-such-file.txt")
+    for tool in ("read_text_file", "get_file_info"):
+        a = await s.call(tool, path=fx.rel("to-existing"))
+        b = await s.call(tool, path=fx.rel("to-missing"))
+        differs = a.error != b.error or (
+            a.error
+            and _normalized(a, fx.rel("to-existing")) != _normalized(b, fx.rel("to-missing"))
+        )
+        if differs:  # a successful description of the links themselves may differ freely
+            raise CaseFailed(f"{tool} tells a link to an existing outside file from a dangling one")
+
+
+@case("leaks", "error-names-symlink-target")
+async def _target_named(s: Session, fx: Fixture) -> None:
+    links(fx)
+    for target in ("abs-file", "rel-file", "abs-dir/secret.txt"):
+        reply = await s.call("read_text_file", path=fx.rel(target))
+        if str(fx.outside) in reply.text:
+            raise CaseFailed(f"an error names where {target} points: {reply.text[:160]!r}")
+
+
+@case("leaks", "size-of-outside-file")
+async def _size_leak(s: Session, fx: Fixture) -> None:
+    links(fx)
+    reply = await s.call("list_directory_with_sizes", path=str(fx.root))
+    shown = f"{CANARY_SIZE / 1024:.2f} KB"
+    if str(CANARY_SIZE) in reply.raw or shown in reply.text:
+        raise CaseFailed("list_directory_with_sizes reports the size of a file outside")
+    info = await s.call("get_file_info", path=fx.rel("abs-file"))
+    if f"size: {CANARY_SIZE}" in info.text:
+        raise CaseFailed("get_file_info reports the size of a file outside")
+
+
+CATEGORIES: Final = tuple(dict.fromkeys(c.category for c in CASES))

@@ -1,0 +1,243 @@
+"""The audit harness: fixtures with canaries, a server under audit, and the checks
+made after every case.
+
+A case gets its own directory inside the server's allowed directory and its own
+outside directory full of canaries (files whose content carries a token unique
+to the case).  After each case the harness checks that nothing outside changed,
+that no reply carried a canary token or named an outside path the request did
+not, that no canary content was copied inside, and that the server still
+answers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import shlex
+import stat
+import subprocess
+import sys
+import tempfile
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final, Literal
+
+import mcp_types as types
+import trio
+from mcp.client import Client
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.shared.exceptions import MCPError
+
+Era = Literal["2025", "2026"]
+#: Size of the canary files: distinctive, so a reported size is recognisable.
+CANARY_SIZE: Final = 7919
+
+
+class CaseFailed(Exception):
+    """The server did something it must not; the message says what."""
+
+
+class CaseSkipped(Exception):
+    """The case cannot run here (a missing tool, no privilege for mknod, ...)."""
+
+
+class ServerHung(CaseFailed):
+    """A call got no answer in time."""
+
+
+@dataclass
+class Reply:
+    """A tool call's outcome as the client saw it."""
+
+    error: bool
+    text: str
+    raw: str
+
+    def __str__(self) -> str:
+        return self.text
+
+
+@dataclass
+class Fixture:
+    """One case's directories: ``root`` inside the allowed directory, ``outside`` not."""
+
+    base: Path
+    root: Path
+    outside: Path
+    token: str
+
+    @property
+    def canary(self) -> bytes:
+        head = f"CANARY {self.token}: outside content must never be read or changed\n".encode()
+        return head + b"." * (CANARY_SIZE - len(head) - 1) + b"\n"
+
+    def build(self) -> None:
+        self.root.mkdir(parents=True)
+        self.outside.mkdir(parents=True)
+        (self.outside / "secret.txt").write_bytes(self.canary)
+        (self.outside / "dir").mkdir()
+        (self.outside / "dir" / "only-outside.txt").write_bytes(self.canary)
+        (self.root / "inside.txt").write_bytes(b"inside\n")
+
+    def rel(self, *parts: str) -> str:
+        """An absolute path inside this case's root."""
+        return str(self.root.joinpath(*parts))
+
+
+def snapshot(directory: Path) -> dict[str, tuple[int, int, str]]:
+    """Everything a change would show: type, size and content (or link target)."""
+    result: dict[str, tuple[int, int, str]] = {}
+    for dirpath, dirnames, filenames in os.walk(directory):
+        for name in dirnames + filenames:
+            full = os.path.join(dirpath, name)
+            st = os.lstat(full)
+            digest = ""
+            if stat.S_ISREG(st.st_mode):
+                with open(full, "rb") as f:
+                    digest = hashlib.sha256(f.read()).hexdigest()
+            elif stat.S_ISLNK(st.st_mode):
+                digest = os.readlink(full)
+            result[os.path.relpath(full, directory)] = (st.st_mode, st.st_size, digest)
+    return result
+
+
+def _server_argv(command: Sequence[str], root: Path) -> list[str]:
+    if any("{root}" in part for part in command):
+        return [part.replace("{root}", str(root)) for part in command]
+    return [*command, str(root)]
+
+
+@dataclass
+class Session:
+    """A connection to the server under audit, with a timeout on every call."""
+
+    client: Client
+    timeout: float
+    tools: dict[str, types.Tool]
+    replies: list[tuple[dict[str, Any], Reply]] = field(default_factory=list)
+
+    def has(self, tool: str) -> bool:
+        return tool in self.tools
+
+    async def call(self, tool: str, **arguments: Any) -> Reply:
+        if tool not in self.tools:
+            raise CaseSkipped(f"the server has no {tool} tool")
+        request = types.CallToolRequest(
+            params=types.CallToolRequestParams(name=tool, arguments=arguments)
+        )
+        reply: Reply | None = None
+        with trio.move_on_after(self.timeout):
+            try:
+                result = await self.client.session.send_request(request, types.CallToolResult)
+                text = "".join(c.text for c in result.content if isinstance(c, types.TextContent))
+                raw = result.model_dump_json(by_alias=True, exclude_none=True)
+                reply = Reply(bool(result.is_error), text, raw)
+            except MCPError as exc:
+                reply = Reply(True, exc.error.message, exc.error.model_dump_json())
+        if reply is None:
+            raise ServerHung(f"{tool} got no answer within {self.timeout:g} s")
+        self.replies.append(({"tool": tool, **arguments}, reply))
+        return reply
+
+    async def alive(self) -> bool:
+        with trio.move_on_after(self.timeout):
+            try:
+                await self.client.list_tools()
+                return True
+            except Exception:
+                return False
+        return False
+
+
+@asynccontextmanager
+async def connect(
+    command: Sequence[str], root: Path, era: Era, timeout: float, log: Path
+) -> AsyncIterator[Session]:
+    """Start the server under audit on ``root`` and connect to it."""
+    argv = _server_argv(command, root)
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("SANDBOXFS_TEST_")}
+    params = StdioServerParameters(command=argv[0], args=argv[1:], env=environment)
+    with log.open("a") as errlog:
+        errlog.write(f"$ {shlex.join(argv)}\n")
+        errlog.flush()
+        client = Client(
+            stdio_client(params, errlog=errlog),
+            mode="legacy" if era == "2025" else "2026-07-28",
+            cache=None,
+            read_timeout_seconds=timeout,  # also bounds a server that never answers initialize
+        )
+        async with client:
+            with trio.fail_after(timeout):
+                listed = await client.list_tools()
+            yield Session(client, timeout, {t.name: t for t in listed.tools})
+
+
+@dataclass
+class Workspace:
+    """The directory tree of one audit run: the server's allowed directory and the
+    outside directories of every case."""
+
+    base: Path
+
+    @classmethod
+    @contextmanager
+    def create(cls) -> Iterator[Workspace]:
+        with tempfile.TemporaryDirectory(prefix="sandboxfs-audit-") as name:
+            base = Path(name)
+            os.chmod(base, 0o755)  # noqa: S103 - a server running as another user must enter
+            (base / "root").mkdir()
+            (base / "outside").mkdir()
+            yield cls(base)
+
+    @property
+    def root(self) -> Path:
+        return self.base / "root"
+
+    def fixture(self, case_id: str) -> Fixture:
+        token = secrets.token_hex(8)
+        fixture = Fixture(self.base, self.root / case_id, self.base / "outside" / case_id, token)
+        fixture.build()
+        return fixture
+
+
+def leaks(fixture: Fixture, replies: list[tuple[dict[str, Any], Reply]]) -> str | None:
+    """What a reply revealed that it must not, or None."""
+    outside_prefix = str(fixture.base / "outside")
+    for request, reply in replies:
+        if fixture.token in reply.raw:
+            return f"{request['tool']} returned outside content (canary token)"
+        asked = json.dumps(request)
+        if outside_prefix in reply.raw and outside_prefix not in asked:
+            return (
+                f"{request['tool']} named an outside path the request did not: {reply.text[:160]!r}"
+            )
+    return None
+
+
+def exfiltrated(fixture: Fixture) -> str | None:
+    """A file inside the case's directory now holding canary content, or None.
+
+    Walks with directory descriptors, so very deep trees are no problem."""
+    needle = fixture.token.encode()
+    for _, _, filenames, dir_fd in os.fwalk(fixture.root):
+        for name in filenames:
+            st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+            if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+                continue  # links and hard-linked canaries are not copies
+            fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK, dir_fd=dir_fd)
+            with os.fdopen(fd, "rb") as f:
+                if needle in f.read(CANARY_SIZE * 2):
+                    return f"canary content was copied inside, to {name}"
+    return None
+
+
+def attacker_process(kind: str, root: Path, outside: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "sandboxfs.audit.attacker", kind, str(root), str(outside)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )

@@ -1,0 +1,172 @@
+"""``sandboxfs audit``: a black-box attack suite for any MCP filesystem server.
+
+    sandboxfs audit [--era 2025|2026] [--json FILE] [--category C]... -- CMD ... {root}
+
+Starts ``CMD`` (with ``{root}`` replaced by the directory the server may use;
+appended if absent) as an MCP stdio server, one per category, and puts it
+through the cases in :mod:`sandboxfs.audit.cases`.  Prints one line per case
+and a summary ``N passed, M failed, K skipped``; exits 1 if any case failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import sys
+import time
+from collections.abc import Sequence
+from contextlib import AsyncExitStack
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Literal
+
+import trio
+
+from sandboxfs.audit.cases import CASES, CATEGORIES, Case
+from sandboxfs.audit.harness import (
+    CaseFailed,
+    CaseSkipped,
+    Era,
+    Session,
+    Workspace,
+    connect,
+    exfiltrated,
+    leaks,
+    snapshot,
+)
+
+Status = Literal["PASS", "FAIL", "SKIP"]
+
+
+@dataclass
+class Result:
+    case: str
+    status: Status
+    reason: str
+    seconds: float
+
+
+async def _run_case(case: Case, session: Session, workspace: Workspace, index: int) -> Result:
+    started = time.monotonic()
+    fixture = workspace.fixture(f"c{index:03d}")
+    if case.setup is not None:
+        case.setup(fixture)
+    before = snapshot(workspace.base / "outside")
+    session.replies.clear()
+    status: Status = "PASS"
+    reason = ""
+    try:
+        await case.run(session, fixture)
+    except CaseSkipped as exc:
+        return Result(case.id, "SKIP", str(exc), time.monotonic() - started)
+    except CaseFailed as exc:
+        status, reason = "FAIL", str(exc)
+    except Exception as exc:
+        status, reason = "FAIL", f"{type(exc).__name__}: {exc}"
+    problem = None
+    if snapshot(workspace.base / "outside") != before:
+        problem = "something outside the allowed directory changed"
+    if not case.reads_inside_names_of_outside_files:
+        problem = problem or leaks(fixture, session.replies) or exfiltrated(fixture)
+    if problem and status == "PASS":
+        status, reason = "FAIL", problem
+    elif problem:
+        reason = f"{reason}; {problem}"
+    return Result(case.id, status, reason, time.monotonic() - started)
+
+
+async def run_audit(
+    command: Sequence[str],
+    *,
+    era: Era,
+    timeout: float,
+    categories: Sequence[str],
+    log: Path,
+    report: bool = True,
+) -> list[Result]:
+    results: list[Result] = []
+    with Workspace.create() as workspace:
+        index = 0
+        for category in categories:
+            async with AsyncExitStack() as category_stack:
+                session: Session | None = None
+                for case in (c for c in CASES if c.category == category):
+                    index += 1
+                    if session is None:
+                        try:
+                            session = await category_stack.enter_async_context(
+                                connect(command, workspace.root, era, timeout, log)
+                            )
+                        except Exception as exc:
+                            results.append(
+                                Result(case.id, "FAIL", f"server did not start: {exc}", 0)
+                            )
+                            continue
+                    result = await _run_case(case, session, workspace, index)
+                    if result.status != "SKIP" and not await session.alive():
+                        result.status = "FAIL"
+                        result.reason = (result.reason + "; " if result.reason else "") + (
+                            "the server stopped answering"
+                        )
+                        session = None  # the next case starts a fresh server
+                    results.append(result)
+                    if report:
+                        _print(result)
+    return results
+
+
+def _print(result: Result) -> None:
+    line = f"{result.status:<4}  {result.case}"
+    if result.reason:
+        line += f": {result.reason}"
+    print(line, flush=True)
+
+
+def summary(results: Sequence[Result]) -> str:
+    count = {s: sum(r.status == s for r in results) for s in ("PASS", "FAIL", "SKIP")}
+    return f"{count['PASS']} passed, {count['FAIL']} failed, {count['SKIP']} skipped"
+
+
+def main(argv: Sequence[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="sandboxfs audit",
+        description="Attack any MCP filesystem server over stdio and report what got through.",
+        epilog="CMD is the server's command line; {root} stands for its allowed directory.",
+    )
+    parser.add_argument("--era", choices=("2025", "2026"), default="2025")
+    parser.add_argument("--json", type=Path, help="also write the results to this file")
+    parser.add_argument("--timeout", type=float, default=15.0, help="seconds per call [15]")
+    parser.add_argument(
+        "--category", action="append", choices=CATEGORIES, help="run only these categories"
+    )
+    parser.add_argument(
+        "--log",
+        type=Path,
+        default=Path("sandboxfs-audit-server.log"),
+        help="where the server's stderr goes [sandboxfs-audit-server.log]",
+    )
+    parser.add_argument("command", nargs=argparse.REMAINDER)
+    args = parser.parse_args(list(argv))
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        parser.error("give the server's command after --")
+    args.log.write_text("")
+    results = trio.run(
+        functools.partial(
+            run_audit,
+            command,
+            era=args.era,
+            timeout=args.timeout,
+            categories=args.category or list(CATEGORIES),
+            log=args.log,
+        )
+    )
+    print(summary(results))
+    if args.json:
+        args.json.write_text(json.dumps([asdict(r) for r in results], indent=2) + "\n")
+    return 1 if any(r.status == "FAIL" for r in results) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
