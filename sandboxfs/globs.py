@@ -20,7 +20,6 @@ or raises :class:`GlobError`; the matcher returns a bool for any string.
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass
 from typing import Final, final
 
@@ -28,6 +27,10 @@ from typing import Final, final
 MAX_ALTERNATIVES: Final = 1024
 #: Longest pattern accepted, in characters.
 MAX_PATTERN_LENGTH: Final = 4096
+#: Deepest nesting of brace groups.
+MAX_BRACE_DEPTH: Final = 32
+#: Total characters all brace alternatives together may hold.
+MAX_EXPANDED_CHARS: Final = 65536
 
 
 class GlobError(ValueError):
@@ -57,44 +60,78 @@ _Token = object
 _Segment = tuple[_Token, ...]
 
 
-def _expand_braces(pattern: str) -> list[str]:
-    """Expand the first top-level ``{a,b}`` group recursively; escapes are kept."""
-    depth = 0
-    start = -1
-    commas: list[int] = []
+@final
+@dataclass(frozen=True, slots=True)
+class _Choice:
+    """A ``{a,b,...}`` group: each option is a sequence of text and choices."""
+
+    options: tuple[list[str | _Choice], ...]
+
+
+def _parse_braces(pattern: str) -> list[str | _Choice]:
+    """Split ``pattern`` into text and brace groups, without recursion.  Escapes are
+    kept as they are; ``{x}`` (no comma) and unclosed groups stay literal."""
+    top: list[str | _Choice] = []
+    current = top
+    frames: list[tuple[list[str | _Choice], list[list[str | _Choice]]]] = []
     i = 0
     while i < len(pattern):
         ch = pattern[i]
         if ch == "\\":
+            current.append(pattern[i : i + 2])
             i += 2
             continue
         if ch == "{":
-            if depth == 0:
-                start = i
-                commas = []
-            depth += 1
-        elif ch == "}" and depth > 0:
-            depth -= 1
-            if depth == 0:
-                if not commas:  # "{x}" is literal, as in minimatch
-                    start = -1
-                    i += 1
-                    continue
-                head, tail = pattern[:start], pattern[i + 1 :]
-                bounds = [start, *commas, i]
-                results: list[str] = []
-                for a, b in itertools.pairwise(bounds):
-                    for option in _expand_braces(head + pattern[a + 1 : b] + tail):
-                        results.append(option)
-                        if len(results) > MAX_ALTERNATIVES:
-                            raise GlobError(
-                                f"pattern expands to more than {MAX_ALTERNATIVES} alternatives"
-                            )
-                return results
-        elif ch == "," and depth == 1:
-            commas.append(i)
+            if len(frames) >= MAX_BRACE_DEPTH:
+                raise GlobError(f"braces nested more than {MAX_BRACE_DEPTH} deep")
+            frames.append((current, [[]]))
+            current = frames[-1][1][0]
+        elif ch == "," and frames:
+            frames[-1][1].append([])
+            current = frames[-1][1][-1]
+        elif ch == "}" and frames:
+            parent, options = frames.pop()
+            if len(options) == 1:
+                parent.extend(["{", *options[0], "}"])
+            else:
+                parent.append(_Choice(tuple(options)))
+            current = parent
+        else:
+            current.append(ch)
         i += 1
-    return [pattern]
+    while frames:  # unclosed: the braces and commas were literal after all
+        parent, options = frames.pop()
+        parent.append("{")
+        for index, option in enumerate(options):
+            if index:
+                parent.append(",")
+            parent.extend(option)
+    return top
+
+
+def _expand(items: list[str | _Choice], budget: int) -> list[str]:
+    results = [""]
+    text = ""  # runs of plain text are joined before they multiply
+    for item in items:
+        if isinstance(item, str):
+            text += item
+            continue
+        options = [t for option in item.options for t in _expand(option, budget)]
+        if len(results) * len(options) > MAX_ALTERNATIVES:
+            raise GlobError(f"pattern expands to more than {MAX_ALTERNATIVES} alternatives")
+        if (sum(map(len, results)) + len(results) * len(text)) * len(options) > budget:
+            raise GlobError("pattern expands to too much text")
+        results = [r + text + o for r in results for o in options]
+        text = ""
+    if len(results) * len(text) > budget:
+        raise GlobError("pattern expands to too much text")
+    return [r + text for r in results]
+
+
+def _expand_braces(pattern: str) -> list[str]:
+    """Every alternative of ``pattern``'s ``{a,b}`` groups (nested allowed), bounded in
+    number and in total size."""
+    return _expand(_parse_braces(pattern), MAX_EXPANDED_CHARS)
 
 
 def _parse_class(segment: str, i: int) -> tuple[_Class, int] | None:

@@ -24,7 +24,11 @@ def check_request_path(path: str) -> None:
         raise InvalidPath("Path must not be empty")
     if "\0" in path:
         raise InvalidPath("Path must not contain a NUL byte")
-    if len(os.fsencode(path)) > MAX_PATH_BYTES:
+    try:
+        raw = os.fsencode(path)
+    except UnicodeEncodeError:
+        raise InvalidPath("Path is not valid Unicode (it contains a lone surrogate)") from None
+    if len(raw) > MAX_PATH_BYTES:
         raise InvalidPath(f"Path is longer than {MAX_PATH_BYTES} bytes")
 
 

@@ -62,8 +62,11 @@ def _envelope_problem(obj: dict[str, Any]) -> str | None:
         return "bad method"
     if "params" in obj and not isinstance(obj["params"], dict):
         return "bad params"
-    if "method" not in obj and "result" not in obj and "error" not in obj:
+    kinds = [key for key in ("method", "result", "error") if key in obj]
+    if not kinds:
         return "no method, result or error"
+    if len(kinds) > 1:
+        return f"{' and '.join(kinds)} cannot appear together"
     return None
 
 

@@ -96,10 +96,17 @@ def _reindent(
     file_tabs = any("\t" in i for i in file_indents)
     edit_unit = 1 if edit_tabs else _unit_width([i for i in edit_indents if i])
     file_unit = "\t" if file_tabs else " " * _unit_width([i for i in file_indents if i])
+    last_piece = len(file_lines) - 1
+    crlf = _line_ending("\n".join(file_lines)) == "\r\n"
     result: list[str] = []
     for j, line in enumerate(new_lines):
         k = min(j, len(old_lines) - 1)
-        ending = "\r" if file_lines[start + k].endswith("\r") else ""
+        if j == len(new_lines) - 1:  # ends like the last line it replaces
+            ending = "\r" if file_lines[start + len(old_lines) - 1].endswith("\r") else ""
+        elif start + k < last_piece:  # followed by a newline: end like the line it replaces
+            ending = "\r" if file_lines[start + k].endswith("\r") else ""
+        else:  # mapped onto the file's final piece, yet followed by a newline
+            ending = "\r" if crlf else ""
         if not line.strip(WHITESPACE):
             result.append(line.strip(" \t") + ending)
             continue
