@@ -14,7 +14,7 @@ import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Final, NoReturn, final
+from typing import Final, NoReturn, TextIO, final
 
 import trio
 
@@ -22,8 +22,10 @@ from sandboxfs import __version__, landlock
 from sandboxfs.access import AccessControl
 from sandboxfs.accounts import Accounts
 from sandboxfs.allowlist import AllowList, Root
+from sandboxfs.auditlog import AuditLog
 from sandboxfs.limits import LIMIT_HELP, Limits
 from sandboxfs.server import SUPPORTED_VERSIONS, SandboxfsServer, ServerOptions
+from sandboxfs.sidecar import TOKEN_ENV, Endpoint, SidecarOptions, listen, serve_http
 from sandboxfs.stdio import InputCloser, serve_stdio, take_stdio
 from sandboxfs.syscalls import Openat2Unavailable, probe_openat2
 from sandboxfs.watch import Stall
@@ -49,6 +51,10 @@ FLAGS: Final[dict[str, tuple[str, str]]] = {
         "require_landlock",
         "refuse to start if the kernel cannot apply Landlock",
     ),
+    "--json-response": (
+        "json_response",
+        "answer HTTP requests with JSON bodies instead of SSE streams",
+    ),
 }
 
 #: Test-only switch: after Landlock applies, allow "/" at the openat2 layer, so that
@@ -59,6 +65,32 @@ LANDLOCK_NOTE: Final = (
     "Landlock confines this server to the command-line directories: client Roots can "
     "narrow them but not add others."
 )
+
+#: Options with a value: option -> (attribute, metavar, help, repeatable).
+VALUE_OPTIONS: Final[dict[str, tuple[str, str, str, bool]]] = {
+    "--http": ("http", "HOST:PORT", "serve streamable HTTP instead of stdio", False),
+    "--unix": ("unix", "PATH", "serve streamable HTTP on a unix socket (created 0600)", False),
+    "--token-file": (
+        "token_file",
+        "FILE",
+        "bearer token clients must send over HTTP (or set SANDBOXFS_TOKEN)",
+        False,
+    ),
+    "--allowed-host": ("allowed_hosts", "HOST", "also accept this Host header (HTTP)", True),
+    "--allowed-origin": ("allowed_origins", "ORIGIN", "also accept this Origin (HTTP)", True),
+    "--shutdown-grace": (
+        "shutdown_grace",
+        "SECONDS",
+        "on SIGTERM, time calls in flight get to finish [10]",
+        False,
+    ),
+    "--audit-log": (
+        "audit_log",
+        "FILE",
+        "one JSON line per tool call to FILE ('-': stderr, the default; 'off': none)",
+        False,
+    ),
+}
 
 #: Limit options: option -> Limits field.
 LIMIT_OPTIONS: Final[dict[str, str]] = {
@@ -90,6 +122,14 @@ class Arguments:
     no_xdev: bool = False
     no_landlock: bool = False
     require_landlock: bool = False
+    json_response: bool = False
+    http: str | None = None
+    unix: str | None = None
+    token_file: str | None = None
+    allowed_hosts: list[str] = field(default_factory=list)
+    allowed_origins: list[str] = field(default_factory=list)
+    shutdown_grace: str = "10"
+    audit_log: str = "-"
     limits: Limits = field(default_factory=Limits)
     show_help: bool = False
     show_version: bool = False
@@ -122,25 +162,43 @@ def parse_arguments(argv: Sequence[str]) -> Arguments:
             args.directories.append(item)
             continue
         option, has_value, value = item.partition("=")
-        if option in ("--help", "-h"):
-            args.show_help = True
-        elif option == "--version":
-            args.show_version = True
-        elif option in FLAGS:
+        if option in ("--help", "-h", "--version") or option in FLAGS:
             if has_value:
                 raise UsageError(f"{option} takes no value")
-            setattr(args, FLAGS[option][0], True)
-        elif option in LIMIT_OPTIONS:
-            if not has_value:
-                if i >= len(items):
-                    raise UsageError(f"{option} needs a value")
-                value = items[i]
-                i += 1
-            limit_values[LIMIT_OPTIONS[option]] = _limit_value(option, LIMIT_OPTIONS[option], value)
-        else:
+            _set_flag(args, option)
+            continue
+        if option not in VALUE_OPTIONS and option not in LIMIT_OPTIONS:
             raise UsageError(f"unknown option {option} (use -- before a directory named so)")
+        if not has_value:
+            if i >= len(items):
+                raise UsageError(f"{option} needs a value")
+            value = items[i]
+            i += 1
+        _set_value(args, limit_values, option, value)
     args.limits = dataclasses.replace(Limits(), **limit_values)  # type: ignore[arg-type]
     return args
+
+
+def _set_flag(args: Arguments, option: str) -> None:
+    if option in ("--help", "-h"):
+        args.show_help = True
+    elif option == "--version":
+        args.show_version = True
+    else:
+        setattr(args, FLAGS[option][0], True)
+
+
+def _set_value(
+    args: Arguments, limit_values: dict[str, int | float], option: str, value: str
+) -> None:
+    if option in LIMIT_OPTIONS:
+        limit_values[LIMIT_OPTIONS[option]] = _limit_value(option, LIMIT_OPTIONS[option], value)
+        return
+    attribute, _, _, repeatable = VALUE_OPTIONS[option]
+    if repeatable:
+        getattr(args, attribute).append(value)
+    else:
+        setattr(args, attribute, value)
 
 
 def help_text() -> str:
@@ -159,6 +217,8 @@ def help_text() -> str:
     ]
     for option, (_, text) in FLAGS.items():
         lines.append(f"  {option:<26} {text}")
+    for option, (_, metavar, text, _) in VALUE_OPTIONS.items():
+        lines.append(f"  {option + ' ' + metavar:<26} {text}")
     lines.append(f"  {'--version':<26} print the version and exit")
     lines.append(f"  {'--help':<26} show this help and exit")
     lines += ["", "limits (defaults in brackets):"]
@@ -203,7 +263,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def serve(args: Arguments) -> int:
-    """Open the directories, then serve stdio until the client goes away."""
+    """Open the directories, confine the process, then serve stdio or HTTP."""
     for name in sorted(os.environ):
         if name.startswith("SANDBOXFS_TEST_"):
             log.warning("WARNING: TEST MODE: %s is set; never set it in production", name)
@@ -211,22 +271,18 @@ def serve(args: Arguments) -> int:
         probe_openat2()
     except Openat2Unavailable as exc:
         _fail(str(exc))
-    roots = []
-    for directory in args.directories:
-        try:
-            roots.append(Root.open(_expand(directory)))
-        except FileNotFoundError:
-            _fail(f"allowed directory {directory} does not exist")
-        except NotADirectoryError:
-            _fail(f"allowed directory {directory} is not a directory")
-        except OSError as exc:
-            _fail(f"cannot open allowed directory {directory}: {exc.strerror}")
     if args.no_landlock and args.require_landlock:
         _fail("--no-landlock and --require-landlock contradict each other")
+    roots = _open_roots(args.directories)
     if args.confine_roots and not roots:
         log.warning("Warning: --confine-roots has no effect without command-line directories")
-    wire = take_stdio()
-    accounts = Accounts.load()  # before Landlock: it reads /etc/passwd and /etc/group
+    # Everything that needs the filesystem or the network outside the allowed
+    # directories happens before Landlock: the wire, the audit log, user names.
+    sidecar = _sidecar_options(args, roots) if args.http or args.unix else None
+    listener = listen(sidecar.endpoint) if sidecar is not None else None
+    wire = take_stdio() if sidecar is None else None
+    audit = AuditLog(_open_audit_log(args.audit_log))
+    accounts = Accounts.load()
     landlocked = _apply_landlock(roots, args)
     if os.environ.get(TEST_BYPASS_OPENAT2_ENV) == "1":
         roots.append(Root.open("/"))  # the openat2 layer now admits every path
@@ -243,7 +299,14 @@ def serve(args: Arguments) -> int:
         home=os.environ.get("HOME"),
         stall=Stall.from_env(os.environ),
         accounts=accounts,
+        roots=sidecar is None,
+        audit=audit,
     )
+    if sidecar is not None and listener is not None:
+        server = SandboxfsServer(options, access)
+        trio.run(serve_http, server, listener, sidecar)
+        return 0
+    assert wire is not None
     closer = InputCloser()
     server = SandboxfsServer(options, access, closer)
     log.info("sandboxfs %s serving MCP on stdio", __version__)
@@ -257,6 +320,73 @@ def serve(args: Arguments) -> int:
         )
     )
     return server.exit_code
+
+
+def _open_roots(directories: Sequence[str]) -> list[Root]:
+    roots = []
+    for directory in directories:
+        try:
+            roots.append(Root.open(_expand(directory)))
+        except FileNotFoundError:
+            _fail(f"allowed directory {directory} does not exist")
+        except NotADirectoryError:
+            _fail(f"allowed directory {directory} is not a directory")
+        except OSError as exc:
+            _fail(f"cannot open allowed directory {directory}: {exc.strerror}")
+    return roots
+
+
+def _open_audit_log(target: str) -> TextIO | None:
+    if target == "off":
+        return None
+    if target == "-":
+        return sys.stderr
+    try:
+        return open(target, "a", encoding="utf-8", buffering=1)  # kept open for the run
+    except OSError as exc:
+        _fail(f"cannot open the audit log {target}: {exc.strerror}")
+
+
+def _sidecar_options(args: Arguments, roots: list[Root]) -> SidecarOptions:
+    """Check and assemble the HTTP settings; fail closed on anything unsafe."""
+    if args.http and args.unix:
+        _fail("--http and --unix cannot be combined; run two servers")
+    if not roots:
+        _fail("HTTP serving needs at least one directory on the command line")
+    try:
+        endpoint = Endpoint.parse_tcp(args.http) if args.http else Endpoint(unix=args.unix)
+        grace = float(args.shutdown_grace)
+    except ValueError as exc:
+        _fail(str(exc))
+    token = os.environ.get(TOKEN_ENV)
+    if args.token_file:
+        try:
+            with open(args.token_file, encoding="utf-8") as f:
+                token = f.read().strip()
+        except OSError as exc:
+            _fail(f"cannot read --token-file {args.token_file}: {exc.strerror}")
+        if not token:
+            _fail(f"--token-file {args.token_file} is empty")
+    if token is None and not endpoint.loopback:
+        _fail(
+            f"refusing to serve {endpoint.describe()} without a bearer token: pass "
+            f"--token-file FILE or set {TOKEN_ENV}"
+        )
+    if token is None and endpoint.unix is None:
+        log.warning(
+            "WARNING: no bearer token: any local process can use this server; pass "
+            "--token-file FILE or set %s",
+            TOKEN_ENV,
+        )
+    return SidecarOptions(
+        endpoint=endpoint,
+        token=token,
+        allowed_hosts=tuple(args.allowed_hosts),
+        allowed_origins=tuple(args.allowed_origins),
+        json_response=args.json_response,
+        max_body=args.limits.line_bytes,
+        grace_seconds=grace,
+    )
 
 
 def _apply_landlock(roots: list[Root], args: Arguments) -> bool:

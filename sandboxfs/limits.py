@@ -40,7 +40,8 @@ class Limits:
     worker_threads: int = 32
     #: Seconds one blocking step (resolving a path, reading a directory) may take.
     fs_timeout: float = 15.0
-    #: Bytes of one incoming JSON-RPC line on stdio; longer lines are refused unread.
+    #: Bytes of one incoming JSON-RPC message (a stdio line or an HTTP body); longer
+    #: ones are refused without being buffered.
     line_bytes: int = 16 * MiB
 
     def __post_init__(self) -> None:
@@ -62,5 +63,5 @@ LIMIT_HELP: Final[dict[str, str]] = {
     "concurrent_calls": "tool calls served at once",
     "worker_threads": "worker threads doing blocking filesystem work",
     "fs_timeout": "seconds one blocking filesystem step may take",
-    "line_bytes": "bytes of one incoming JSON-RPC line on stdio",
+    "line_bytes": "bytes of one incoming JSON-RPC message (stdio line or HTTP body)",
 }

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import logging
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar, final
@@ -27,6 +28,7 @@ from pydantic import ValidationError
 from sandboxfs import __version__
 from sandboxfs.access import AccessControl, Effective, local_path, roots_from_uris
 from sandboxfs.accounts import Accounts
+from sandboxfs.auditlog import AuditLog
 from sandboxfs.blocking import BlockingRunner
 from sandboxfs.errors import AccessDenied, IsADirectory, NotFound, SandboxError
 from sandboxfs.limits import Limits
@@ -123,6 +125,17 @@ def to_call_result(result: ToolResult) -> types.CallToolResult:
     return types.CallToolResult(content=content, structured_content=structured)
 
 
+def _client_name(ctx: ServerRequestContext[Any]) -> str | None:
+    client = ctx.session.client_params
+    return client.client_info.name if client is not None else None
+
+
+def _peer(ctx: ServerRequestContext[Any]) -> str | None:
+    request = ctx.request
+    address = getattr(request, "client", None)
+    return f"{address.host}:{address.port}" if address is not None else None
+
+
 def _mcp_tool(spec: ToolSpec) -> types.Tool:
     a = spec.annotations
     return types.Tool(
@@ -151,6 +164,9 @@ class ServerOptions:
     #: Test-only artificial slowness (see sandboxfs.watch.Stall).
     stall: Stall | None = None
     accounts: Accounts = field(default_factory=Accounts)
+    #: Whether a 2025-era client's Roots may change the allow-list (stdio only).
+    roots: bool = True
+    audit: AuditLog = field(default_factory=lambda: AuditLog(None))
 
 
 @final
@@ -219,6 +235,8 @@ class SandboxfsServer:
             raise MCPError(code=types.INTERNAL_ERROR, message="Internal error") from None
 
     def _on_initialize(self, params: Any) -> None:
+        if not self.options.roots:
+            return
         capabilities = params.get("capabilities") if isinstance(params, dict) else None
         has_roots = isinstance(capabilities, dict) and capabilities.get("roots") is not None
         if has_roots:
@@ -266,6 +284,29 @@ class SandboxfsServer:
             return await self.runner.run(fn)
 
     async def call_tool(
+        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        started = time.monotonic()
+        result = await self._call_tool(ctx, params)
+        structured = result.structured_content
+        error = (
+            structured.get("error") if result.is_error and isinstance(structured, dict) else None
+        )
+        self.options.audit.record(
+            tool=params.name,
+            arguments=params.arguments or {},
+            era="2026" if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS else "2025",
+            protocol=ctx.protocol_version,
+            client=_client_name(ctx),
+            peer=_peer(ctx),
+            outcome="error" if result.is_error else "ok",
+            code=error.get("code") if isinstance(error, dict) else None,
+            size=sum(len(getattr(c, "text", "") or getattr(c, "data", "")) for c in result.content),
+            seconds=time.monotonic() - started,
+        )
+        return result
+
+    async def _call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         spec = self.by_name.get(params.name)
@@ -385,6 +426,8 @@ class SandboxfsServer:
         self, ctx: ServerRequestContext[Any], params: types.NotificationParams
     ) -> None:
         generation = self._initial_roots
+        if not self.options.roots:
+            return
         if generation is None:
             if not self.access.cli.empty:
                 self.access.client_without_roots()
@@ -396,6 +439,8 @@ class SandboxfsServer:
         self, ctx: ServerRequestContext[Any], params: types.NotificationParams
     ) -> None:
         capabilities = ctx.session.client_capabilities
+        if not self.options.roots:
+            return
         if capabilities is None or capabilities.roots is None:
             log.info("Ignoring roots/list_changed from a client without the Roots capability")
             return

@@ -57,7 +57,7 @@ def test_sandboxfs_passes_its_own_audit(tmp_path: Path, era: str) -> None:
     }
 
 
-WEAK_SERVER = '''
+WEAK_SERVER = """
 import os, sys
 from mcp.server.mcpserver import MCPServer
 root = os.path.realpath(sys.argv[1])
@@ -78,7 +78,7 @@ def list_directory(path: str) -> str:
     return "\\n".join(sorted(os.listdir(check(path))))
 
 app.run()
-'''
+"""
 
 
 def test_the_audit_catches_a_weak_server(tmp_path: Path) -> None:

@@ -151,7 +151,15 @@ def test_attacker_fixture_needs_no_root(tmp_path: Path) -> None:
     root.mkdir()
     prepare("swap-file", root, outside, CANARY)
     result = subprocess.run(
-        [sys.executable, "-m", "sandboxfs.audit.attacker", "swap-file", str(root), str(outside), "100"],
+        [
+            sys.executable,
+            "-m",
+            "sandboxfs.audit.attacker",
+            "swap-file",
+            str(root),
+            str(outside),
+            "100",
+        ],
         capture_output=True,
         timeout=60,
     )

@@ -1,0 +1,58 @@
+"""The audit log: one JSON line per tool call, never file contents.
+
+Each line holds the time, the client's identity if known (its clientInfo name,
+and over HTTP the peer address), the protocol era and version, the tool, the
+paths as the client gave them, the outcome (and error code), the bytes
+returned, and the duration.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Mapping
+from typing import Any, Final, TextIO, final
+
+#: The arguments that name paths; nothing else from a call is logged.
+PATH_ARGUMENTS: Final = ("path", "paths", "source", "destination")
+
+
+@final
+class AuditLog:
+    """Writes audit lines to a text stream (stderr or a file opened at startup)."""
+
+    def __init__(self, stream: TextIO | None) -> None:
+        self.stream = stream
+
+    def record(
+        self,
+        *,
+        tool: str,
+        arguments: Mapping[str, Any],
+        era: str,
+        protocol: str,
+        client: str | None,
+        peer: str | None,
+        outcome: str,
+        code: str | None,
+        size: int,
+        seconds: float,
+    ) -> None:
+        if self.stream is None:
+            return
+        entry: dict[str, Any] = {
+            "time": dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds"),
+            "event": "tool_call",
+            "client": client,
+            "peer": peer,
+            "era": era,
+            "protocolVersion": protocol,
+            "tool": tool,
+            "paths": {k: arguments[k] for k in PATH_ARGUMENTS if k in arguments},
+            "outcome": outcome,
+            "error": code,
+            "bytes": size,
+            "durationMs": round(seconds * 1000, 3),
+        }
+        self.stream.write(json.dumps(entry, ensure_ascii=False, default=str) + "\n")
+        self.stream.flush()

@@ -1,0 +1,247 @@
+"""Streamable HTTP for the container sidecar: the SDK's app under Hypercorn's trio worker.
+
+In front of the MCP endpoint (``/mcp``) sit, in order: ``/healthz`` and
+``/readyz`` (no authentication: for probes; ``/readyz`` and every other request
+answer 503 once shutting down), bearer-token authentication
+(compared in constant time; 401 otherwise), then the SDK's own Host and Origin
+checks against DNS rebinding (421 / 403) and its request body limit (413).
+The listening socket is made before Landlock applies, so the process needs no
+network rights afterwards.  On SIGTERM the server refuses new requests, lets
+calls in flight finish within a grace period, then stops listening and returns.
+
+HTTP serves the 2026-07-28 protocol and the 2025 era statelessly, so any number
+of sidecar instances can answer any request; client Roots are not used: the
+command-line directories are the whole allow-list.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import ipaddress
+import logging
+import os
+import signal
+import socket
+import stat
+from collections.abc import Awaitable, Callable, MutableMapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, final
+
+import trio
+from hypercorn.config import Config
+from hypercorn.trio import serve
+from mcp.server.transport_security import TransportSecuritySettings
+
+from sandboxfs.server import SandboxfsServer
+
+log = logging.getLogger("sandboxfs")
+
+#: The environment variable holding the bearer token, when no --token-file is given.
+TOKEN_ENV: Final = "SANDBOXFS_TOKEN"  # noqa: S105 - a variable name, not a secret
+MCP_PATH: Final = "/mcp"
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+@final
+@dataclass(frozen=True)
+class Endpoint:
+    """Where to listen: a TCP host and port, or a unix socket path."""
+
+    host: str | None = None
+    port: int | None = None
+    unix: str | None = None
+
+    @classmethod
+    def parse_tcp(cls, text: str) -> Endpoint:
+        host, sep, port = text.rpartition(":")
+        if not sep or not port.isdigit():
+            raise ValueError(f"--http needs HOST:PORT, got {text!r}")
+        return cls(host=host.strip("[]") or "127.0.0.1", port=int(port))
+
+    @property
+    def loopback(self) -> bool:
+        if self.unix is not None:
+            return True
+        if self.host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(self.host or "").is_loopback
+        except ValueError:
+            return False
+
+    def describe(self) -> str:
+        return f"unix:{self.unix}" if self.unix else f"http://{self.host}:{self.port}{MCP_PATH}"
+
+
+def listen(endpoint: Endpoint) -> socket.socket:
+    """The listening socket, made now (before Landlock); a unix socket is 0600."""
+    if endpoint.unix is not None:
+        with contextlib.suppress(FileNotFoundError):
+            if stat.S_ISSOCK(os.lstat(endpoint.unix).st_mode):
+                os.unlink(endpoint.unix)  # a stale socket from an earlier run
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        old_mask = os.umask(0o177)
+        try:
+            sock.bind(endpoint.unix)
+        finally:
+            os.umask(old_mask)
+        os.chmod(endpoint.unix, 0o600)
+    else:
+        family = socket.AF_INET6 if ":" in (endpoint.host or "") else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((endpoint.host, endpoint.port))
+    sock.listen(128)
+    sock.set_inheritable(True)  # Hypercorn adopts it through fd://
+    return sock
+
+
+def security_settings(
+    endpoint: Endpoint, hosts: Sequence[str], origins: Sequence[str]
+) -> TransportSecuritySettings:
+    """Host and Origin allow-lists: loopback names by default, plus what was given."""
+    allowed_hosts = ["127.0.0.1:*", "localhost:*", "[::1]:*", "localhost", *hosts]
+    allowed_origins = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*", *origins]
+    if endpoint.host and endpoint.port and not endpoint.loopback:
+        allowed_hosts.append(f"{endpoint.host}:{endpoint.port}")
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=allowed_hosts,
+        allowed_origins=allowed_origins,
+    )
+
+
+async def _plain(
+    send: Send, status: int, body: bytes, headers: Sequence[tuple[bytes, bytes]] = ()
+) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"text/plain; charset=utf-8"), *headers],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+@final
+@dataclass
+class Gate:
+    """The ASGI front: probes, then authentication, then the MCP app.
+
+    While draining (after SIGTERM) new requests get 503 and ``idle`` is set once
+    the last request in flight has finished.
+    """
+
+    app: ASGIApp
+    token: str | None
+    draining: bool = False
+    in_flight: int = 0
+    idle: trio.Event = field(default_factory=trio.Event)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path = scope.get("path", "")
+        if path == "/healthz":
+            await _plain(send, 200, b"ok\n")
+            return
+        if path == "/readyz" or self.draining:
+            if self.draining:
+                await _plain(send, 503, b"shutting down\n", [(b"connection", b"close")])
+            else:
+                await _plain(send, 200, b"ready\n")
+            return
+        if self.token is not None and not self._authorized(scope):
+            await _plain(
+                send,
+                401,
+                b"Unauthorized: send 'Authorization: Bearer <token>'\n",
+                [(b"www-authenticate", b'Bearer realm="sandboxfs"')],
+            )
+            return
+        self.in_flight += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.in_flight -= 1
+            if self.draining and self.in_flight == 0:
+                self.idle.set()
+
+    async def drain(self, seconds: float) -> None:
+        """Refuse new requests, then wait (at most ``seconds``) for those in flight."""
+        self.draining = True
+        if self.in_flight == 0:
+            return
+        with trio.move_on_after(seconds):
+            await self.idle.wait()
+
+    def _authorized(self, scope: Scope) -> bool:
+        assert self.token is not None
+        for name, value in scope.get("headers", []):
+            if name.lower() == b"authorization":
+                scheme, _, presented = value.decode("latin-1").partition(" ")
+                return scheme.lower() == "bearer" and hmac.compare_digest(
+                    presented.strip().encode(), self.token.encode()
+                )
+        return False
+
+
+@final
+@dataclass(frozen=True)
+class SidecarOptions:
+    endpoint: Endpoint
+    token: str | None
+    allowed_hosts: tuple[str, ...] = ()
+    allowed_origins: tuple[str, ...] = ()
+    json_response: bool = False
+    max_body: int = 16 * 1024 * 1024
+    grace_seconds: float = 10.0
+
+
+async def serve_http(
+    server: SandboxfsServer, listener: socket.socket, options: SidecarOptions
+) -> None:
+    """Serve until SIGTERM or SIGINT, then drain calls in flight and return."""
+    mcp_app = server.server.streamable_http_app(
+        streamable_http_path=MCP_PATH,
+        json_response=options.json_response,
+        stateless_http=True,
+        max_request_body_size=options.max_body,
+        transport_security=security_settings(
+            options.endpoint, options.allowed_hosts, options.allowed_origins
+        ),
+    )
+    gate = Gate(mcp_app, options.token)
+    config = Config()
+    config.bind = [f"fd://{listener.fileno()}"]
+    config.accesslog = None
+    config.errorlog = logging.getLogger("hypercorn.error")
+    config.graceful_timeout = 1.0  # requests have drained by the time Hypercorn stops
+    stopping = trio.Event()
+
+    async def watch_signals() -> None:
+        with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            async for signum in signals:
+                log.info(
+                    "%s: refusing new requests; finishing %d request(s) in flight (up to %g s)",
+                    signal.Signals(signum).name,
+                    gate.in_flight,
+                    options.grace_seconds,
+                )
+                await gate.drain(options.grace_seconds)
+                stopping.set()
+                return
+
+    log.info("sandboxfs serving MCP on %s", options.endpoint.describe())
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(watch_signals)
+        await serve(gate, config, shutdown_trigger=stopping.wait)  # type: ignore[arg-type]
+        nursery.cancel_scope.cancel()
+    log.info("sandboxfs stopped")
