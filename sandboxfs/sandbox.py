@@ -610,34 +610,60 @@ class Sandbox:
 
     @staticmethod
     def _only_name_is(fd: int, dir_fd: int, leaf: str, path: str) -> bool:
-        """Whether the open file's one and only name is ``leaf``.
+        """Whether the open file's one and only name is ``leaf`` in ``dir_fd``.
 
-        Names cannot be read atomically, so this brackets the check of the name
-        between two ``fstat``s that must agree on a single link and an unchanged
-        ctime: a link or unlink in between changes the ctime (Linux records it
-        at fine granularity once it has been queried).  False means "look
-        again"; a file that really has other names raises HardLinked.
+        Names cannot be read atomically, so the check is layered:
+
+        1. The name lookup is bracketed by ``fstat``s of the file (one link, same
+           ctime) and of the directory (same ctime and mtime): a link or unlink
+           in between changes them (Linux records the change at fine
+           granularity once the time has been queried).
+        2. A lookup can still see a name whose unlink is under way (the
+           directory entry lingers until the unlink returns, after the link
+           count dropped).  So the name is renamed onto itself with
+           ``RENAME_NOREPLACE``: that takes the directory's lock, so any unlink
+           in progress finishes first, and fails if the name is gone.  Then the
+           file must still have one link and the same ctime.
+
+        False means "look again"; a file that really has other names raises
+        HardLinked.
         """
+        dir_before = os.fstat(dir_fd)
         first = os.fstat(fd)
         _require_regular(first, path)
         named = _lstat_leaf(dir_fd, leaf)
         last = os.fstat(fd)
-        if (
-            max(first.st_nlink, last.st_nlink) > 1
-            and named is not None
-            and _same_file(named, first)
-        ):
+        dir_after = os.fstat(dir_fd)
+        same_name = named is not None and _same_file(named, first)
+        if max(first.st_nlink, last.st_nlink) > 1 and same_name:
             raise HardLinked(
                 f"Refusing to append in place: the file has {last.st_nlink} hard links, so the "
                 f"change would also appear at its other names: {path}. Use write_file to "
                 "replace it with a file of its own."
             )
-        return (
-            named is not None
-            and _same_file(named, first)
+        if not (
+            same_name
             and first.st_nlink == last.st_nlink == 1
             and first.st_ctime_ns == last.st_ctime_ns
-        )
+            and dir_before.st_ctime_ns == dir_after.st_ctime_ns
+            and dir_before.st_mtime_ns == dir_after.st_mtime_ns
+        ):
+            return False
+        try:  # the directory-lock barrier of step 2
+            syscalls.renameat2(dir_fd, leaf, dir_fd, leaf, syscalls.RENAME_NOREPLACE)
+        except FileExistsError:
+            pass
+        except FileNotFoundError:
+            return False
+        except OSError as exc:
+            if exc.errno == errno.EINVAL:
+                raise Unsupported(
+                    f"This filesystem cannot rename without replacing, so sandboxfs cannot "
+                    f"append in place safely: {path}. Use write_file instead."
+                ) from None
+            raise from_oserror(exc, path) from None
+        final = os.fstat(fd)
+        return final.st_nlink == 1 and final.st_ctime_ns == first.st_ctime_ns
 
     # -- moving, copying, removing -----------------------------------------------
 

@@ -145,6 +145,15 @@ def test_attacker_process_never_gets_an_escape_long(tree: Tree, kind: str) -> No
         _run(tree, ATTACKS[kind](), attempts=200_000)
 
 
+def test_append_only_never_lands_in_a_planted_hard_link(tree: Tree) -> None:
+    """Appends alone, against an attacker that links the outside canary in under
+    the appended name and unlinks it again: the window that matters is an
+    unlink under way, which only appends racing it back to back can hit."""
+    with attacker("plant-hardlink", tree):
+        counts = _run(tree, [lambda c, i: append_file(c, "h", "+")], attempts=20_000)
+    assert counts["served"] > 0
+
+
 def test_attacker_fixture_needs_no_root(tmp_path: Path) -> None:
     """The attacker runs as an ordinary process with the fixture's own permissions."""
     root, outside = tmp_path / "r", tmp_path / "o"

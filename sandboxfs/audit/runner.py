@@ -65,8 +65,10 @@ async def _run_case(case: Case, session: Session, workspace: Workspace, index: i
     except Exception as exc:
         status, reason = "FAIL", f"{type(exc).__name__}: {exc}"
     problem = None
-    if snapshot(workspace.base / "outside") != before:
-        problem = "something outside the allowed directory changed"
+    after = snapshot(workspace.base / "outside")
+    if after != before:
+        changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+        problem = f"something outside the allowed directory changed: {', '.join(changed[:5])}"
     if not case.reads_inside_names_of_outside_files:
         problem = problem or leaks(fixture, session.replies) or exfiltrated(fixture)
     if problem and status == "PASS":
