@@ -98,6 +98,7 @@ LIMIT_OPTIONS: Final[dict[str, str]] = {
     "--max-edit-bytes": "edit_bytes",
     "--max-write-bytes": "write_bytes",
     "--max-walk-entries": "walk_entries",
+    "--max-revision-entries": "revision_entries",
     "--max-search-seconds": "search_seconds",
     "--max-tree-depth": "tree_depth",
     "--max-symlink-hops": "symlink_hops",

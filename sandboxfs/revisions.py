@@ -3,8 +3,12 @@
 * A file's revision is ``sha256:`` + the SHA-256 of its bytes.
 * A directory's revision is ``tree:`` + the SHA-256 of a sorted description of
   every entry below it (relative path, type, size, modification time, and a
-  symlink's target text), so any change below changes it.
+  symlink's target text), so any change below changes it.  It costs a ``stat``
+  per entry, so reads give it only for trees within a budget.
 * A path with nothing there has the revision ``absent``.
+
+Reads may take a file's revision from a :class:`RevisionCache`, keyed by what
+``fstat`` says about the file; conditional mutations always hash afresh.
 
 Clients pass a revision back as ``expectedRevision``; a mutation then happens
 only if the path still has that revision, checked under an exclusive lock
@@ -19,10 +23,12 @@ import fcntl
 import hashlib
 import os
 import struct
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Final
+from typing import Final, final
 
 from sandboxfs.errors import Conflict
 
@@ -49,6 +55,44 @@ def file_revision(fd: int, size: int) -> str:
         digest.update(chunk)
         offset += len(chunk)
     return "sha256:" + digest.hexdigest()
+
+
+#: What identifies one state of a file's bytes: device, inode, size, mtime, ctime.
+StatKey = tuple[int, int, int, int, int]
+
+
+def stat_key(st: os.stat_result) -> StatKey:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+@final
+class RevisionCache:
+    """Revisions of files already hashed, keyed by :func:`stat_key`.
+
+    Any write changes the ctime (Linux records it at fine granularity once it
+    has been queried), so a changed file misses.  Entries are stored only when
+    ``fstat`` agreed before and after hashing.  Holds at most ``capacity``
+    entries, least recently used first out; safe to share between threads.
+    """
+
+    def __init__(self, capacity: int = 4096) -> None:
+        self.capacity = capacity
+        self._entries: OrderedDict[StatKey, str] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: StatKey) -> str | None:
+        with self._lock:
+            revision = self._entries.get(key)
+            if revision is not None:
+                self._entries.move_to_end(key)
+            return revision
+
+    def put(self, key: StatKey, revision: str) -> None:
+        with self._lock:
+            self._entries[key] = revision
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.capacity:
+                self._entries.popitem(last=False)
 
 
 def tree_revision(lines: Iterator[str]) -> str:

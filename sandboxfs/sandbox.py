@@ -22,12 +22,12 @@ from __future__ import annotations
 import errno
 import io
 import logging
+import operator
 import os
 import stat
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Final, Literal, final
+from typing import Final, Literal, NamedTuple, final
 
 from sandboxfs import syscalls
 from sandboxfs.errors import (
@@ -49,11 +49,13 @@ from sandboxfs.metadata import SAFE_MODE_BITS, carry_owner_and_mode, copy_xattrs
 from sandboxfs.resolver import Location, Resolver, closing_fd
 from sandboxfs.revisions import (
     ABSENT,
+    RevisionCache,
     check,
     content_revision,
     describe_entry,
     exclusive_lock,
     file_revision,
+    stat_key,
     tree_revision,
 )
 from sandboxfs.staging import LEAF_RESOLVE, StagedFile, copy_contents, fsync_dir, write_all
@@ -71,15 +73,24 @@ _LIST_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NONBLOCK
 _GUARD_ATTEMPTS: Final = 8
 
 
-@final
-@dataclass(frozen=True, slots=True)
-class Entry:
+class Entry(NamedTuple):
     """One directory entry, classified without following symlinks."""
 
     name: str
     kind: EntryKind
     #: ``lstat`` of the entry when asked for (None if it vanished meanwhile).
     lstat: os.stat_result | None = None
+
+
+_NAME: Final = operator.attrgetter("name")
+
+
+def _in_byte_order(entries: list[Entry]) -> None:
+    """Sort by the names' bytes.  For valid Unicode, code point order is UTF-8 byte
+    order, so only names holding undecodable bytes need encoding."""
+    entries.sort()  # by name first; names in one directory are distinct
+    if not all(map(str.isascii, map(_NAME, entries))):
+        entries.sort(key=lambda entry: os.fsencode(entry.name))
 
 
 @final
@@ -101,6 +112,10 @@ class OpenFile:
     @property
     def fd(self) -> int:
         return self.file.fileno()
+
+
+class _TooManyEntries(Exception):
+    """A tree has more entries than a revision may describe."""
 
 
 def kind_of(mode: int) -> EntryKind:
@@ -136,15 +151,22 @@ def _lstat_leaf(dir_fd: int, name: str) -> os.stat_result | None:
 class Sandbox:
     """Filesystem operations confined to the allowed directories of a Resolver."""
 
-    __slots__ = ("limits", "resolver")
+    __slots__ = ("limits", "resolver", "revisions")
 
-    def __init__(self, resolver: Resolver, limits: Limits | None = None) -> None:
+    def __init__(
+        self,
+        resolver: Resolver,
+        limits: Limits | None = None,
+        revisions: RevisionCache | None = None,
+    ) -> None:
         self.resolver = resolver
         self.limits = limits or Limits()
+        #: Revisions of files already hashed (shared by the server's calls).
+        self.revisions = revisions or RevisionCache()
 
     def with_watch(self, watch: Watch) -> Sandbox:
         """A view of this sandbox whose blocking steps report to ``watch``."""
-        return Sandbox(self.resolver.with_watch(watch), self.limits)
+        return Sandbox(self.resolver.with_watch(watch), self.limits, self.revisions)
 
     # -- reading ---------------------------------------------------------------
 
@@ -165,17 +187,21 @@ class Sandbox:
         return self._reopen_regular(probe, loc, path, nofollow=os.O_NOFOLLOW)
 
     def _reopen_regular(self, probe: int, loc: Location, path: str, nofollow: int) -> OpenFile:
-        """From an ``O_PATH`` probe of a regular file to a readable descriptor of the
-        same file; anything else is refused without being opened."""
+        """From an ``O_PATH`` probe of a regular file to a readable descriptor of a
+        regular file at the same place; anything else is refused without being opened.
+
+        A regular file that replaced the probed one in between (an atomic replace by
+        another writer) is accepted: it is what the name holds now, opened beneath the
+        same root.
+        """
         with closing_fd(probe):
-            expected = os.fstat(probe)
-        _require_regular(expected, path)
+            _require_regular(os.fstat(probe), path)
         try:
             fd = self.resolver.openat(loc, _READ_FLAGS | nofollow)
         except OSError as exc:
             raise self.resolver.error(exc, path) from None
         st = os.fstat(fd)
-        if not (_same_file(st, expected) and stat.S_ISREG(st.st_mode)):
+        if not stat.S_ISREG(st.st_mode):
             os.close(fd)
             raise Conflict(f"The file changed while it was being opened; try again: {path}")
         return OpenFile(fd, st)
@@ -239,87 +265,113 @@ class Sandbox:
     @staticmethod
     def _read_entries(fd: int, path: str, with_stat: bool) -> list[Entry]:
         entries: list[Entry] = []
+        append = entries.append
         try:
             with os.scandir(fd) as it:
                 for item in it:
                     lst: os.stat_result | None = None
+                    kind: EntryKind
                     try:
                         if with_stat:
                             lst = item.stat(follow_symlinks=False)
                             kind = kind_of(lst.st_mode)
-                        elif item.is_symlink():
-                            kind = "symlink"
-                        elif item.is_dir(follow_symlinks=False):
-                            kind = "directory"
                         elif item.is_file(follow_symlinks=False):
                             kind = "file"
+                        elif item.is_dir(follow_symlinks=False):
+                            kind = "directory"
+                        elif item.is_symlink():
+                            kind = "symlink"
                         else:
                             kind = "other"
                     except FileNotFoundError:
                         continue  # removed while we were listing
-                    entries.append(Entry(item.name, kind, lst))
+                    append(Entry(item.name, kind, lst))
         except OSError as exc:
             raise from_oserror(exc, path) from None
-        entries.sort(key=lambda entry: os.fsencode(entry.name))
+        _in_byte_order(entries)
         return entries
 
     # -- revisions ---------------------------------------------------------------
 
     def file_revision(self, f: OpenFile) -> str | None:
-        """The revision of an open file; None if it is larger than the edit limit."""
-        if f.stat.st_size > self.limits.edit_bytes:
-            return None
-        return file_revision(f.fd, f.stat.st_size)
+        """The revision of an open file (from the cache when its ``fstat`` is
+        unchanged); None if it is larger than the edit limit."""
+        return self._file_revision(f.fd, f.stat, fresh=False)
 
-    def _tree_lines(self, dir_fd: int, path: str) -> Iterator[str]:
+    def _file_revision(self, fd: int, st: os.stat_result, *, fresh: bool) -> str | None:
+        if st.st_size > self.limits.edit_bytes:
+            return None
+        key = stat_key(st)
+        if not fresh and (known := self.revisions.get(key)) is not None:
+            return known
+        revision = file_revision(fd, st.st_size)
+        if stat_key(os.fstat(fd)) == key:
+            self.revisions.put(key, revision)
+        return revision
+
+    def _tree_lines(self, dir_fd: int, path: str, budget: int) -> Iterator[str]:
         """Description lines of everything below ``dir_fd``, walked through descriptors
-        opened beneath it without following symlinks; bounded like any walk."""
+        opened beneath it without following symlinks.  More than ``budget`` entries
+        raise :class:`_TooManyEntries`."""
         pending: list[tuple[int, str]] = [(os.dup(dir_fd), "")]
         seen = 0
+        max_slashes = self.limits.tree_depth
         try:
             while pending:
                 fd, prefix = pending.pop()
-                with closing_fd(fd):
-                    for entry in self._read_entries(fd, path, with_stat=True):
+                with closing_fd(fd), self.resolver.watch.step(path), os.scandir(fd) as it:
+                    for item in it:
                         seen += 1
-                        if seen > self.limits.walk_entries:
-                            raise LimitExceeded(
-                                f"More than {self.limits.walk_entries} entries below {path}; "
-                                "its revision cannot be computed"
-                            )
-                        relative = prefix + entry.name
-                        if entry.lstat is None:
-                            continue
-                        target = ""
-                        if entry.kind == "symlink":
-                            target = os.readlink(entry.name, dir_fd=fd)
-                        yield describe_entry(relative, entry.kind, entry.lstat, target)
-                        if (
-                            entry.kind == "directory"
-                            and relative.count("/") < self.limits.tree_depth
-                        ):
-                            child = syscalls.openat2(
-                                fd, entry.name, _LIST_FLAGS | os.O_NOFOLLOW, resolve=LEAF_RESOLVE
-                            )
-                            pending.append((child, relative + "/"))
+                        if seen > budget:
+                            raise _TooManyEntries(budget)
+                        try:
+                            st = item.stat(follow_symlinks=False)
+                        except FileNotFoundError:
+                            continue  # removed while we were reading
+                        relative = prefix + item.name
+                        mode = st.st_mode
+                        if stat.S_ISDIR(mode):
+                            yield describe_entry(relative, "directory", st)
+                            if relative.count("/") < max_slashes:
+                                child = syscalls.openat2(
+                                    fd, item.name, _LIST_FLAGS | os.O_NOFOLLOW, resolve=LEAF_RESOLVE
+                                )
+                                pending.append((child, relative + "/"))
+                        elif stat.S_ISLNK(mode):
+                            target = os.readlink(item.name, dir_fd=fd)
+                            yield describe_entry(relative, "symlink", st, target)
+                        else:
+                            yield describe_entry(relative, kind_of(mode), st)
         finally:
             for fd, _ in pending:
                 os.close(fd)
 
-    def _revision_of_fd(self, fd: int, st: os.stat_result, path: str) -> str | None:
+    def _revision_of_fd(self, fd: int, st: os.stat_result, path: str, *, fresh: bool) -> str | None:
+        """A file's or directory's revision.  ``fresh`` (for a conditional mutation):
+        hash the file afresh, and describe a tree of up to the walk limit, else
+        refuse; otherwise a file may come from the cache and a tree larger than the
+        revision budget has no revision (None)."""
         if stat.S_ISREG(st.st_mode):
-            return None if st.st_size > self.limits.edit_bytes else file_revision(fd, st.st_size)
-        if stat.S_ISDIR(st.st_mode):
-            try:
-                return tree_revision(self._tree_lines(fd, path))
-            except OSError as exc:
-                raise from_oserror(exc, path) from None
-        return None
+            return self._file_revision(fd, st, fresh=fresh)
+        if not stat.S_ISDIR(st.st_mode):
+            return None
+        budget = self.limits.walk_entries if fresh else self.limits.revision_entries
+        try:
+            return tree_revision(self._tree_lines(fd, path, budget))
+        except _TooManyEntries:
+            if not fresh:
+                return None
+            raise LimitExceeded(
+                f"More than {budget} entries below {path}; its revision cannot be computed"
+            ) from None
+        except OSError as exc:
+            raise from_oserror(exc, path) from None
 
-    def revision(self, path: str) -> str | None:
+    def revision(self, path: str, *, fresh: bool = False) -> str | None:
         """The revision of what ``path`` names (symlinks inside followed): a file's
         bytes, a directory's tree, ``absent`` if nothing is there; None for special
-        files and files larger than the edit limit."""
+        files, files larger than the edit limit, and (unless ``fresh``, see
+        :meth:`_revision_of_fd`) trees larger than the revision budget."""
         try:
             probe, loc = self.resolver.open(path, os.O_PATH)
         except NotFound:
@@ -337,7 +389,7 @@ class Sandbox:
             opened = os.fstat(fd)
             if not _same_file(opened, st):
                 raise Conflict(f"{path} changed while its revision was computed; try again")
-            return self._revision_of_fd(fd, opened, path)
+            return self._revision_of_fd(fd, opened, path, fresh=fresh)
 
     @contextmanager
     def _guarded(
@@ -371,7 +423,8 @@ class Sandbox:
                 now = _lstat_leaf(dir_fd, leaf)
                 if now is None or not _same_file(now, os.fstat(fd)):
                     continue  # replaced while we waited for the lock: look again
-                check(expected, self._revision_of_fd(fd, now, path) or "unknown", path)
+                current = self._revision_of_fd(fd, now, path, fresh=True)
+                check(expected, current or "unknown", path)
                 yield now
                 return
         raise Conflict(f"{path} kept changing; try again")
@@ -411,7 +464,7 @@ class Sandbox:
         existing = self._existing_depth(loc, path)
         if existing == len(loc.rel):
             if expected is not None:
-                check(expected, self.revision(path) or "unknown", path)
+                check(expected, self.revision(path, fresh=True) or "unknown", path)
             return False
         if expected not in (None, ABSENT):
             check(expected, ABSENT, path)

@@ -34,6 +34,7 @@ from sandboxfs.errors import AccessDenied, IsADirectory, NotFound, SandboxError
 from sandboxfs.limits import Limits
 from sandboxfs.mime import guess_mime, is_textual
 from sandboxfs.resolver import Resolver
+from sandboxfs.revisions import RevisionCache
 from sandboxfs.sandbox import Sandbox
 from sandboxfs.stdio import InputCloser
 from sandboxfs.tools import CallContext, MediaBlock, ToolResult, ToolSpec, served_tools
@@ -193,6 +194,7 @@ class SandboxfsServer:
             stall=options.stall,
         )
         self._calls = trio.CapacityLimiter(limits.concurrent_calls)
+        self.revisions = RevisionCache()
         self._initial_roots: int | None = None
         self.server = self._build()
 
@@ -276,7 +278,7 @@ class SandboxfsServer:
             no_xdev=self.options.no_xdev,
             home=self.options.home,
         )
-        return Sandbox(resolver, self.options.limits)
+        return Sandbox(resolver, self.options.limits, self.revisions)
 
     async def _bounded(self, fn: Callable[[Watch], T]) -> T:
         """Run blocking work within the concurrent-call cap."""

@@ -245,6 +245,28 @@ def test_two_servers_cannot_lose_an_update(tree: Tree) -> None:
     run(main)
 
 
+def test_big_trees_are_listed_without_a_revision(tree: Tree) -> None:
+    for i in range(30):
+        (tree.root / "big" / f"d{i}").mkdir(parents=True)
+
+    async def main() -> None:
+        async with session(str(tree.root), "--max-revision-entries", "20") as s:
+            listing = await s.call("list_directory", path="big")
+            assert not listing.is_error and listing.structured_content["revision"] is None
+            assert len(listing.structured_content["entries"]) == 30
+            info = await s.call("get_file_info", path="big")
+            assert info.structured_content["revision"] is None
+            assert "revision: not computed (more than 20 entries below)" in info.content[0].text  # type: ignore[union-attr]
+            small = await s.call("list_directory", path="big/d0")
+            assert small.structured_content["revision"].startswith("tree:")
+            # A conditional mutation still checks the whole tree (up to the walk limit).
+            assert "Revision mismatch" in await s.error(
+                "create_directory", path="big", expectedRevision="tree:0"
+            )
+
+    run(main)
+
+
 @pytest.mark.parametrize("era", ERAS)
 def test_richer_file_info(tree: Tree, era: Era) -> None:
     target = tree.root / "f.txt"

@@ -11,6 +11,7 @@ import signal
 import socket
 import stat
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -34,7 +35,7 @@ from sandboxfs.errors import (
     Unsupported,
 )
 from sandboxfs.limits import Limits
-from sandboxfs.revisions import ABSENT, content_revision
+from sandboxfs.revisions import ABSENT, content_revision, stat_key
 from sandboxfs.sandbox import Sandbox
 
 
@@ -132,6 +133,33 @@ def test_read_errors_name_the_request(tree: Tree, sandbox: Sandbox) -> None:
         read(sandbox, "f/below")
     with pytest.raises(NotFound):
         read(sandbox, "missing-dir/x")
+
+
+def test_reads_never_fail_while_another_writer_replaces_the_file(
+    tree: Tree, sandbox: Sandbox
+) -> None:
+    """An atomic replace between the O_PATH probe and the open is not an error: the
+    read returns the old or the new content, whole."""
+    target = tree.root / "counter"
+    target.write_text("old")
+    stop = threading.Event()
+
+    def replacer() -> None:
+        staged = tree.root / "staged"
+        turn = 0
+        while not stop.is_set():
+            turn += 1
+            staged.write_text("new" if turn % 2 else "old")
+            os.replace(staged, target)
+
+    attacker = threading.Thread(target=replacer)
+    attacker.start()
+    try:
+        seen = {read(sandbox, "counter") for _ in range(3000)}
+    finally:
+        stop.set()
+        attacker.join()
+    assert seen <= {b"old", b"new"}
 
 
 def test_unreadable_file_is_permission_denied(tree: Tree, sandbox: Sandbox) -> None:
@@ -369,6 +397,45 @@ def test_replace_with_expected_revision(tree: Tree, sandbox: Sandbox) -> None:
     sandbox.replace_file("new", b"n", expected=ABSENT)
     assert (tree.root / "new").read_bytes() == b"n"
     assert sandbox.revision("missing") == ABSENT
+
+
+def test_reads_reuse_a_hash_only_while_the_file_is_unchanged(tree: Tree, sandbox: Sandbox) -> None:
+    target = tree.root / "f"
+    target.write_bytes(b"one!")
+    assert sandbox.revision("f") == content_revision(b"one!")
+    before = target.stat()
+    target.write_bytes(b"two!")  # same size, and the old times put back
+    os.utime(target, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert sandbox.revision("f") == content_revision(b"two!")  # the ctime moved on
+
+
+def test_conditional_writes_hash_afresh_and_mend_the_cache(tree: Tree, sandbox: Sandbox) -> None:
+    target = tree.root / "f"
+    target.write_bytes(b"real")
+    assert sandbox.revision("f") == content_revision(b"real")
+    poisoned = content_revision(b"wrong")
+    sandbox.revisions.put(stat_key(target.stat()), poisoned)
+    assert sandbox.revision("f") == poisoned  # reads trust the cache...
+    with pytest.raises(Conflict, match="Revision mismatch"):
+        sandbox.replace_file("f", b"lost update", expected=poisoned)  # ...a check does not
+    assert target.read_bytes() == b"real"
+    assert sandbox.revision("f") == content_revision(b"real")
+
+
+def test_a_tree_over_the_revision_budget_has_none_in_reads(tree: Tree) -> None:
+    big = tree.root / "big"
+    for i in range(5):
+        (big / f"d{i}").mkdir(parents=True)
+        (big / f"d{i}" / "f").write_text(str(i))
+    sandbox = Sandbox(tree.sandbox().resolver, Limits(revision_entries=9, walk_entries=10))
+    assert sandbox.revision("big") is None
+    assert (sandbox.revision("big/d0", fresh=True) or "").startswith("tree:")
+    full = sandbox.revision("big", fresh=True)  # 10 entries: within the walk limit
+    assert full is not None and full.startswith("tree:")
+    sandbox.make_dirs("big", expected=full)
+    (big / "d5").mkdir()
+    with pytest.raises(LimitExceeded, match="its revision cannot be computed"):
+        sandbox.revision("big", fresh=True)
 
 
 # -- appending ----------------------------------------------------------------------

@@ -180,6 +180,7 @@ def test_two_sidecars_on_one_directory_lose_no_update(tree: Tree, tmp_path: Path
             async with http_client(url, "2026") as client:
                 for _ in range(rounds):
                     read = await client.call_tool("read_text_file", {"path": "counter"})
+                    assert not read.is_error, read.content
                     revision = read.structured_content["revision"]  # type: ignore[index]
                     value = int(read.content[0].text)  # type: ignore[union-attr]
                     written = await client.call_tool(

@@ -149,6 +149,10 @@ def get_file_info(ctx: CallContext, /, path: str) -> ToolResult:
     lines += [f"xattr {name}: {value}" for name, value in xattrs.items()]
     if revision is not None:
         lines.append(f"revision: {revision}")
+    elif follow and stat.S_ISDIR(info.mode):
+        lines.append(
+            f"revision: not computed (more than {ctx.limits.revision_entries} entries below)"
+        )
     return ToolResult(
         text="\n".join(lines),
         structured={"path": path, **fields, "xattrs": xattrs, "revision": revision},
