@@ -1,8 +1,9 @@
 """Running blocking filesystem work off the event loop, with per-step timeouts.
 
 One tool call runs in one worker thread.  The thread marks each blocking step
-on a :class:`~sandboxfs.watch.StepWatch`; a small task watches it and, once a
-single step has lasted longer than the timeout, stops waiting and raises
+on a :class:`~sandboxfs.watch.StepWatch`; one watchdog task per event loop
+looks at every call in progress and, once a single step has lasted longer than
+the timeout, stops waiting for that call, which raises
 :class:`~sandboxfs.errors.TimedOut`.  The thread cannot be interrupted: it
 finishes in the background (holding its worker slot until then), but no other
 call waits for it.
@@ -23,6 +24,19 @@ T = TypeVar("T")
 
 
 @final
+class _Call:
+    """A call in progress, as the watchdog sees it."""
+
+    __slots__ = ("scope", "stalled", "watch")
+
+    def __init__(self, watch: StepWatch, scope: trio.CancelScope) -> None:
+        self.watch = watch
+        self.scope = scope
+        #: The path of the step that timed out, once one has.
+        self.stalled: str | None = None
+
+
+@final
 class BlockingRunner:
     """Runs blocking calls in worker threads, bounded in number and in step time."""
 
@@ -32,45 +46,52 @@ class BlockingRunner:
         self.limiter = trio.CapacityLimiter(worker_threads)
         self.step_timeout = step_timeout
         self.stall = stall
+        self._calls: set[_Call] = set()
+        self._watchdog_loop: object | None = None
 
     async def run(self, fn: Callable[[Watch], T]) -> T:
         """``fn(watch)`` in a worker thread.  Raises TimedOut if one step stalls."""
-        watch = StepWatch(self.stall)
-        stalled: list[str] = []
-        result: list[T] = []
-        failure: list[Exception] = []
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(self._watchdog, watch, stalled, nursery.cancel_scope)
+        self._ensure_watchdog()
+        with trio.CancelScope() as scope:
+            call = _Call(StepWatch(self.stall), scope)
+            self._calls.add(call)
             try:
-                result.append(
-                    await trio.to_thread.run_sync(
-                        fn, watch, abandon_on_cancel=True, limiter=self.limiter
-                    )
+                return await trio.to_thread.run_sync(
+                    fn, call.watch, abandon_on_cancel=True, limiter=self.limiter
                 )
-            except Exception as exc:  # re-raised below, outside the nursery's group
-                failure.append(exc)
-            nursery.cancel_scope.cancel()
-        if stalled:
-            ms = round(self.step_timeout * 1000)
-            raise TimedOut(f"Filesystem call timed out after {ms} ms: {stalled[0]}")
-        if failure:
-            raise failure[0]
-        return result[0]
+            finally:
+                self._calls.discard(call)
+        # Only the watchdog cancels this scope.
+        ms = round(self.step_timeout * 1000)
+        raise TimedOut(f"Filesystem call timed out after {ms} ms: {call.stalled}")
 
-    async def _watchdog(
-        self, watch: StepWatch, stalled: list[str], scope: trio.CancelScope
-    ) -> None:
+    def _ensure_watchdog(self) -> None:
+        """Start the watchdog in the current event loop, once."""
+        loop = trio.lowlevel.current_root_task()
+        if self._watchdog_loop is not loop:
+            self._watchdog_loop = loop
+            self._calls = set()
+            trio.lowlevel.spawn_system_task(self._watchdog, name="sandboxfs step watchdog")
+
+    async def _watchdog(self) -> None:
+        """Cancel every call whose current step is older than the timeout.
+
+        It sleeps until the earliest deadline of a step in progress, or one timeout
+        ahead: a step that starts while it sleeps has a later deadline than that.
+        """
         timeout = self.step_timeout
         while True:
-            step = watch.current()
-            if step is None:
-                await trio.sleep(timeout)
-                continue
-            remaining = step.started + timeout - time.monotonic()
-            if remaining <= 0:
-                if watch.current() is step:
-                    stalled.append(step.path)
-                    scope.cancel()
-                    return
-                continue
-            await trio.sleep(remaining)
+            now = time.monotonic()
+            wake = now + timeout
+            for call in list(self._calls):
+                step = call.watch.current()
+                if step is None:
+                    continue
+                deadline = step.started + timeout
+                if deadline <= now:
+                    call.stalled = step.path
+                    call.scope.cancel()
+                    self._calls.discard(call)
+                else:
+                    wake = min(wake, deadline)
+            await trio.sleep(wake - now)  # step times are time.monotonic(), not trio's clock

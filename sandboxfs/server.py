@@ -219,7 +219,9 @@ class SandboxfsServer:
         server.add_notification_handler(
             "notifications/roots/list_changed", types.NotificationParams, self.on_roots_changed
         )
-        server.middleware.append(self._guard)
+        # Only our guard: the SDK's default OpenTelemetry middleware costs every
+        # request a span, and the audit log (--audit-log) records each call.
+        server.middleware = [self._guard]
         return server
 
     # -- middleware -------------------------------------------------------------

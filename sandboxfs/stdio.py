@@ -24,7 +24,7 @@ import logging
 import os
 import sys
 from collections.abc import Sequence
-from typing import Any, Final, final
+from typing import Any, Final, TypeAlias, cast, final
 
 import anyio
 import mcp_types as types
@@ -39,6 +39,9 @@ log = logging.getLogger("sandboxfs")
 #: How long, at end of input, to wait for requests still in flight.
 EOF_DRAIN_TIMEOUT: Final = 30.0
 _READ_SIZE: Final = 256 * 1024
+
+#: What the relay writes: a server message, or a frame the reader already encoded.
+Outgoing: TypeAlias = SessionMessage | bytes
 
 
 def error_frame(request_id: Any, code: int, message: str, data: Any = None) -> bytes:
@@ -173,7 +176,11 @@ def _sanitize(message: types.JSONRPCMessage, versions: Sequence[str]) -> types.J
 
 @final
 class _Connection:
-    """One stdio connection: a reader, a relay from the server, and the only writer."""
+    """One stdio connection: a reader, and a relay that is the only writer.
+
+    The reader's own answers (parse errors, refused lines) go to the relay on the
+    same stream as the server's messages, already encoded.
+    """
 
     def __init__(self, max_line: int, versions: Sequence[str], closer: InputCloser) -> None:
         self.max_line = max_line
@@ -183,25 +190,25 @@ class _Connection:
         self.drained = trio.Event()
 
     @staticmethod
-    async def put(frames: MemoryObjectSendStream[bytes], frame: bytes) -> None:
+    async def answer(replies: MemoryObjectSendStream[Outgoing], frame: bytes) -> None:
         with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
-            await frames.send(frame)
+            await replies.send(frame)
 
     async def handle(
         self,
         line: bytes | None,
         out: MemoryObjectSendStream[SessionMessage | Exception],
-        frames: MemoryObjectSendStream[bytes],
+        replies: MemoryObjectSendStream[Outgoing],
     ) -> None:
         if line is None:
             text = f"Request too large: a line may hold at most {self.max_line} bytes"
-            await self.put(frames, error_frame(None, types.INVALID_REQUEST, text))
+            await self.answer(replies, error_frame(None, types.INVALID_REQUEST, text))
             return
         item = classify(line)
         if item is None:
             return
         if isinstance(item, bytes):
-            await self.put(frames, item)
+            await self.answer(replies, item)
             return
         if isinstance(item.message, types.JSONRPCRequest):
             self.in_flight.add(item.message.id)
@@ -211,48 +218,49 @@ class _Connection:
         self,
         stdin: trio.lowlevel.FdStream,
         out: MemoryObjectSendStream[SessionMessage | Exception],
-        frames: MemoryObjectSendStream[bytes],
+        replies: MemoryObjectSendStream[Outgoing],
     ) -> None:
         splitter = LineSplitter(self.max_line)
-        async with out, frames:
+        async with out, replies:
             with self.reader_scope:
                 while chunk := await stdin.receive_some(_READ_SIZE):
                     for line in splitter.feed(chunk):
-                        await self.handle(line, out, frames)
+                        await self.handle(line, out, replies)
                 for line in splitter.finish():
-                    await self.handle(line, out, frames)
+                    await self.handle(line, out, replies)
             # End of input: answer what is still running before the server sees EOF
             # (the SDK would cancel it and answer -32000 "Connection closed").
             if self.in_flight:
                 with trio.move_on_after(EOF_DRAIN_TIMEOUT):
                     await self.drained.wait()
 
-    async def relay(
-        self,
-        source: MemoryObjectReceiveStream[SessionMessage],
-        frames: MemoryObjectSendStream[bytes],
-    ) -> None:
-        async with source, frames:
-            async for session_message in source:
-                message = _sanitize(session_message.message, self.versions)
-                if isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
-                    self.in_flight.discard(message.id)
-                    if not self.in_flight:
-                        self.drained.set()
-                encoded = message.model_dump_json(by_alias=True, exclude_unset=True)
-                await self.put(frames, (encoded + "\n").encode())
+    def encode(self, item: Outgoing) -> bytes:
+        """The wire frame for a server message (sanitized) or a ready frame."""
+        if isinstance(item, bytes):
+            return item
+        message = _sanitize(item.message, self.versions)
+        if isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
+            self.in_flight.discard(message.id)
+            if not self.in_flight:
+                self.drained.set()
+        return (message.model_dump_json(by_alias=True, exclude_unset=True) + "\n").encode()
 
-    @staticmethod
-    async def writer(
-        stdout: trio.lowlevel.FdStream, frames: MemoryObjectReceiveStream[bytes]
+    async def relay(
+        self, source: MemoryObjectReceiveStream[Outgoing], stdout: trio.lowlevel.FdStream
     ) -> None:
-        async with frames:
-            async for frame in frames:
+        """Write every outgoing message, in order; after the client closed stdout,
+        drop them (reading on until the senders finish)."""
+        open_ = True
+        async with source:
+            async for item in source:
+                frame = self.encode(item)
+                if not open_:
+                    continue
                 try:
                     await stdout.send_all(frame)
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
                     log.info("stdout closed by the client")
-                    return
+                    open_ = False
 
 
 def take_stdio(stdin_fd: int = 0, stdout_fd: int = 1) -> tuple[int, int]:
@@ -283,15 +291,14 @@ async def serve_stdio(
     wire_in, wire_out = wire
     connection = _Connection(max_line, versions, closer or InputCloser())
     to_server, server_in = anyio.create_memory_object_stream[SessionMessage | Exception](16)
-    server_out, from_server = anyio.create_memory_object_stream[SessionMessage](16)
-    frames_in, frames_out = anyio.create_memory_object_stream[bytes](64)
+    outgoing, to_client = anyio.create_memory_object_stream[Outgoing](64)
+    server_out = cast("MemoryObjectSendStream[SessionMessage]", outgoing.clone())
     async with (
         trio.lowlevel.FdStream(wire_in) as stdin,
         trio.lowlevel.FdStream(wire_out) as stdout,
         trio.open_nursery() as nursery,
     ):
-        nursery.start_soon(connection.reader, stdin, to_server, frames_in.clone())
-        nursery.start_soon(connection.relay, from_server, frames_in)
-        nursery.start_soon(connection.writer, stdout, frames_out)
+        nursery.start_soon(connection.reader, stdin, to_server, outgoing)
+        nursery.start_soon(connection.relay, to_client, stdout)
         await server.run(server_in, server_out, server.create_initialization_options())
         connection.reader_scope.cancel()
