@@ -13,13 +13,17 @@ Semantics follow minimatch with ``dot: true`` (what the reference server uses):
 * an absolute pattern, or one with a trailing ``/``, never matches.
 
 Matching is a small automaton walk with no backtracking blow-up: a segment is
-matched in O(len(pattern) x len(name)), the segments with a dynamic programme.
+matched in O(len(pattern) x len(name)) (a regex only where one ``*`` keeps it so),
+the segments by a bit-set automaton that walks can advance name by name.
 Invariant (see fuzz/fuzz_globs.py): :func:`compile_glob` either returns a matcher
 or raises :class:`GlobError`; the matcher returns a bool for any string.
 """
 
 from __future__ import annotations
 
+import functools
+import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final, final
 
@@ -227,60 +231,57 @@ def _match_segment(tokens: _Segment, name: str) -> bool:
     return t == len(tokens)
 
 
-@final
-class _Alternative:
-    """One brace-expanded alternative: a sequence of segments and globstars."""
+def _segment_regex(tokens: _Segment) -> str:
+    """A Python regex for one segment (``re.DOTALL``: a name may hold any character)."""
+    out: list[str] = []
+    for token in tokens:
+        if token is _STAR:
+            out.append(".*")
+        elif token is _ANY:
+            out.append(".")
+        elif isinstance(token, _Class):
+            members = [re.escape(ch) for ch in sorted(token.singles)]
+            members += [f"{re.escape(lo)}-{re.escape(hi)}" for lo, hi in token.ranges if lo <= hi]
+            if not members:
+                out.append("." if token.negated else "(?!)")
+            else:
+                out.append(f"[{'^' if token.negated else ''}{''.join(members)}]")
+        else:
+            out.append(re.escape(str(token)))
+    return "".join(out)
 
-    __slots__ = ("never", "segments")
 
-    def __init__(self, pattern: str) -> None:
-        parts = pattern.split("/")
-        # A leading "" (absolute) or trailing "" (trailing slash) can never match a
-        # relative path without a trailing slash; empty parts in between collapse.
-        self.never = pattern.startswith("/") or (len(parts) > 1 and parts[-1] == "")
-        kept = [p for p in parts if p != ""]
-        self.segments: tuple[_Segment | str, ...] = tuple(
-            _GLOBSTAR if p == "**" else _parse_segment(p) for p in kept
-        )
-
-    def matches(self, names: list[str]) -> bool:
-        if self.never or not self.segments:
-            return False
-        segs = self.segments
-        # reachable[k]: pattern position k reachable after consuming the names so far.
-        reachable = [False] * (len(segs) + 1)
-        reachable[0] = True
-        self._skip_globstars(reachable)
-        for name in names:
-            following = [False] * (len(segs) + 1)
-            for k, seg in enumerate(segs):
-                if not reachable[k]:
-                    continue
-                if seg == _GLOBSTAR:
-                    following[k] = True  # ** consumes this name and may consume more
-                    following[k + 1] = True
-                elif isinstance(seg, tuple) and _match_segment(seg, name):
-                    following[k + 1] = True
-            reachable = following
-            self._skip_globstars(reachable)
-            if not any(reachable):
-                return False
-        return reachable[len(segs)]
-
-    def _skip_globstars(self, reachable: list[bool]) -> None:
-        """A ** that is not last may match zero names: step over it.  (A final **
-        is never stepped over, so it needs at least one name.)"""
-        segs = self.segments
-        for k in range(len(segs) - 1):
-            if reachable[k] and segs[k] == _GLOBSTAR:
-                reachable[k + 1] = True
+def _segment_test(tokens: _Segment) -> Callable[[str], object]:
+    """A predicate for one name: string equality for a literal segment, a regex for
+    one with at most one ``*`` (backtracking then stays O(len(pattern) x len(name))),
+    else the single-backtrack-point matcher."""
+    if all(isinstance(t, str) for t in tokens):
+        return "".join(str(t) for t in tokens).__eq__
+    if sum(t is _STAR for t in tokens) <= 1:
+        return re.compile(_segment_regex(tokens), re.DOTALL).fullmatch
+    return functools.partial(_match_segment, tokens)
 
 
 @final
 class Glob:
-    """A compiled glob pattern; call :meth:`matches` with a relative path."""
+    """A compiled glob pattern: :meth:`matches` takes a relative path; walks match
+    name by name with :meth:`start`, :meth:`step` and :meth:`accepts`.
 
-    __slots__ = ("_alternatives", "negated", "pattern")
+    All brace alternatives form one automaton.  Alternative ``a`` with segments
+    ``s0..sL-1`` owns the positions ``off..off+L``; a state is a bit set of
+    positions reached, position ``off+L`` meaning "the whole alternative matched".
+    A ``**`` that is not last may match zero names (its next position is reached
+    with it); a final ``**`` needs at least one.
+    """
+
+    __slots__ = (
+        "_accept",
+        "_skippable",
+        "_start",
+        "_tests",
+        "negated",
+        "pattern",
+    )
 
     def __init__(self, pattern: str) -> None:
         if len(pattern) > MAX_PATTERN_LENGTH:
@@ -288,12 +289,72 @@ class Glob:
         self.pattern = pattern
         self.negated = pattern.startswith("!")
         body = pattern[1:] if self.negated else pattern
-        self._alternatives = tuple(_Alternative(p) for p in _expand_braces(body))
+        #: Per position: the name test, None for a ``**``; end positions hold None too
+        #: but are never stepped from.
+        self._tests: list[Callable[[str], object] | None] = []
+        self._start = self._accept = self._skippable = 0
+        for alternative in _expand_braces(body):
+            self._add(alternative)
+        self._start = self._close(self._start)
+
+    def _add(self, alternative: str) -> None:
+        parts = alternative.split("/")
+        # A leading "" (absolute) or trailing "" (trailing slash) can never match a
+        # relative path without a trailing slash; empty parts in between collapse.
+        if alternative.startswith("/") or (len(parts) > 1 and parts[-1] == ""):
+            return
+        kept = [p for p in parts if p != ""]
+        if not kept:
+            return
+        offset = len(self._tests)
+        self._start |= 1 << offset
+        for index, part in enumerate(kept):
+            if part == _GLOBSTAR:
+                self._tests.append(None)
+                if index < len(kept) - 1:
+                    self._skippable |= 1 << (offset + index)
+            else:
+                self._tests.append(_segment_test(_parse_segment(part)))
+        self._tests.append(None)  # the end position
+        self._accept |= 1 << (offset + len(kept))
+
+    def _close(self, state: int) -> int:
+        """Add the positions reached by letting non-final ``**`` match nothing."""
+        frontier = state & self._skippable
+        while frontier:
+            reached = (frontier << 1) & ~state
+            state |= reached
+            frontier = reached & self._skippable
+        return state
+
+    def start(self) -> int:
+        """The state before any name."""
+        return self._start
+
+    def step(self, state: int, name: str) -> int:
+        """The state after one more name (0: nothing below can match)."""
+        following = 0
+        pending = state & ~self._accept
+        while pending:
+            low = pending & -pending
+            pending ^= low
+            test = self._tests[low.bit_length() - 1]
+            if test is None:  # ** consumes this name and may consume more
+                following |= low | (low << 1)
+            elif test(name):
+                following |= low << 1
+        return self._close(following) if following else 0
+
+    def accepts(self, state: int) -> bool:
+        """Whether a path that led to ``state`` matches (negation applied)."""
+        return bool(state & self._accept) != self.negated
 
     def matches(self, relative_path: str) -> bool:
-        names = [n for n in relative_path.split("/") if n]
-        hit = any(alt.matches(names) for alt in self._alternatives)
-        return hit != self.negated
+        state = self._start
+        for name in relative_path.split("/"):
+            if name and state:
+                state = self.step(state, name)
+        return self.accepts(state)
 
 
 def compile_glob(pattern: str) -> Glob:

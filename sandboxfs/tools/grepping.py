@@ -106,18 +106,21 @@ class _Search:
         return True
 
     def search_file(self, f: OpenFile, shown_path: str, seconds: float) -> None:
-        probe = f.file.read(_BINARY_PROBE)
-        if b"\0" in probe:
-            self.binary_skipped += 1
-            return
-        self.files_searched += 1
-        f.file.seek(0)
+        # A file smaller than a block is read at once (a short read means its end).
+        size = min(_BLOCK, f.stat.st_size + 1)
         line_number = 0  # lines before the current block
         carry = b""
+        first = True
         while not self.full():
-            chunk = f.file.read(_BLOCK)
-            block = carry + chunk
-            if not chunk:
+            chunk = f.file.read(size)
+            if first:
+                first = False
+                if b"\0" in chunk[:_BINARY_PROBE]:
+                    self.binary_skipped += 1
+                    return
+                self.files_searched += 1
+            block = carry + chunk if carry else chunk
+            if not chunk or len(chunk) < size:
                 if block:
                     self._block(block, line_number, shown_path)
                 return
@@ -211,7 +214,7 @@ def grep_files(
 
 
 def _walk(ctx: CallContext, path: str, search: _Search, name_filter: Glob | None) -> None:
-    walker = Walker(ctx, path, "grep_files", lambda rel: False)
+    walker = Walker(ctx, path, "grep_files")
     prefix = path.rstrip("/") or "/"
     pending: list[Iterator[tuple[str, Any]]] = []
     try:
