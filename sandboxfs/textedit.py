@@ -19,6 +19,10 @@ Rules (the tool contract):
 
 Invariant (see fuzz/fuzz_textedit.py): :func:`apply_edits` returns a string or
 raises :class:`EditError`, never anything else.
+
+:func:`exact_edits_on_bytes` is the fast path for large files: when every edit is
+an exact match it gives, without decoding the file, the bytes that
+:func:`apply_edits` would (file text decoded with ``surrogateescape``).
 """
 
 from __future__ import annotations
@@ -136,8 +140,11 @@ def _apply_one(text: str, edit: Edit) -> str | None:
     """``text`` with ``edit`` applied (tolerant rules), or None if it matches nowhere."""
     old_lf = edit.old.replace("\r\n", "\n")
     new_lf = edit.new.replace("\r\n", "\n")
-    eol = _line_ending(text)
-    styles = [eol, "\r\n" if eol == "\n" else "\n"] if "\n" in old_lf + new_lf else [eol]
+    if "\n" in old_lf + new_lf:  # the file's own line ending first, then the other
+        eol = _line_ending(text)
+        styles = [eol, "\r\n" if eol == "\n" else "\n"]
+    else:
+        styles = ["\n"]  # no line ending to adapt
     for style in styles:
         old = old_lf.replace("\n", style)
         at = text.find(old)
@@ -151,6 +158,65 @@ def _apply_one(text: str, edit: Edit) -> str | None:
     replacement = _reindent(file_lines, old_lines, new_lf.split("\n"), start)
     file_lines[start : start + len(old_lines)] = replacement
     return "\n".join(file_lines)
+
+
+def _utf8(text: str) -> bytes | None:
+    """``text`` as UTF-8, or None if it holds undecodable bytes (lone surrogates):
+    only a valid UTF-8 needle is sure to match bytes at character boundaries."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+
+
+def _line_ending_of(data: bytes) -> bytes:
+    crlf = data.count(b"\r\n")
+    return b"\r\n" if crlf and crlf > data.count(b"\n") - crlf else b"\n"
+
+
+def _exact_on_bytes(data: bytes, edit: Edit) -> bytes | None:
+    """:func:`_apply_one`'s exact-match branch on bytes; None if it does not apply."""
+    old = _utf8(edit.old.replace("\r\n", "\n"))
+    new = _utf8(edit.new.replace("\r\n", "\n"))
+    if old is None or new is None:
+        return None
+    if b"\n" in old + new:
+        eol = _line_ending_of(data)
+        styles = [eol, b"\r\n" if eol == b"\n" else b"\n"]
+    else:
+        styles = [b"\n"]
+    for style in styles:
+        needle = old.replace(b"\n", style)
+        at = data.find(needle)
+        if at >= 0:
+            view = memoryview(data)
+            return b"".join((view[:at], new.replace(b"\n", style), view[at + len(needle) :]))
+    return None
+
+
+def exact_edits_on_bytes(
+    data: bytes, edits: Sequence[Edit], *, strict: bool = False, replace_all: bool = False
+) -> bytes | None:
+    """The edited bytes if every edit matches exactly (as :func:`apply_edits` would
+    apply it), else None: then decode and use :func:`apply_edits`."""
+    for edit in edits:
+        old = _utf8(edit.old)
+        if old is None or old == b"":
+            return None
+        if strict or replace_all:
+            count = data.count(old)
+            if count == 0 or (count > 1 and not replace_all):
+                return None
+            new = _utf8(edit.new)
+            if new is None:
+                return None
+            data = data.replace(old, new) if replace_all else data.replace(old, new, 1)
+            continue
+        edited = _exact_on_bytes(data, edit)
+        if edited is None:
+            return None
+        data = edited
+    return data
 
 
 def _apply_strict(text: str, edit: Edit, *, replace_all: bool) -> str | None:

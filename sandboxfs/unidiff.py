@@ -11,9 +11,10 @@
 
 Four lines of context; hunks closer than eight lines merge; hunk headers
 always carry both counts; a side whose last line has no newline gets
-``\\ No newline at end of file``.  The common prefix and suffix are trimmed
-before diffing, so one change in a large file costs time proportional to
-the changed region, not the file.
+``\\ No newline at end of file``.  The common prefix and suffix are found
+by comparing blocks of characters, and only the changed lines (with their
+context) are split and diffed, so one change in a large file costs little
+more than two memory comparisons of it.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from collections.abc import Iterator
 from typing import Final
 
 CONTEXT: Final = 4
+#: Characters compared at once while looking for the common prefix and suffix.
+_BLOCK: Final = 1 << 16
 _NO_NEWLINE: Final = "\\ No newline at end of file"
 _Opcode = tuple[str, int, int, int, int]
 
@@ -93,9 +96,86 @@ def _lines(text: str) -> list[str]:
     return lines
 
 
-def unified_diff(old: str, new: str, name: str) -> str:
-    """The diff from ``old`` to ``new`` (LF line endings), headed with ``name``."""
-    a, b = _lines(old), _lines(new)
+def _common_prefix(a: bytes, b: bytes, limit: int) -> int:
+    """Length of the common prefix of ``a`` and ``b``, at most ``limit``."""
+    lo = 0
+    while lo < limit:  # whole blocks first, compared in C
+        hi = min(limit, lo + _BLOCK)
+        if a[lo:hi] != b[lo:hi]:
+            while hi - lo > 1:  # the first difference is in [lo, hi)
+                mid = (lo + hi) // 2
+                if a[lo:mid] == b[lo:mid]:
+                    lo = mid
+                else:
+                    hi = mid
+            return lo
+        lo = hi
+    return limit
+
+
+def _common_suffix(a: bytes, b: bytes, limit: int) -> int:
+    """Length of the common suffix of ``a`` and ``b``, at most ``limit``."""
+    n = 0
+    while n < limit:
+        m = min(limit, n + _BLOCK)
+        if a[len(a) - m : len(a) - n] != b[len(b) - m : len(b) - n]:
+            while m - n > 1:  # the first difference from the end is in (n, m]
+                mid = (n + m) // 2
+                if a[len(a) - mid : len(a) - n] == b[len(b) - mid : len(b) - n]:
+                    n = mid
+                else:
+                    m = mid
+            return n
+        n = m
+    return limit
+
+
+def _context_start(text: bytes, at: int, lines: int) -> int:
+    """Start of the line ``lines`` lines above the one holding ``text[at]``."""
+    start = text.rfind(b"\n", 0, at) + 1
+    for _ in range(lines):
+        if start == 0:
+            break
+        start = text.rfind(b"\n", 0, start - 1) + 1
+    return start
+
+
+def _context_end(text: bytes, at: int, lines: int) -> int:
+    """End (after its newline) of the line ``lines`` lines below the one holding
+    ``text[at]``, or the end of the text."""
+    end = at
+    for _ in range(lines + 1):
+        if end >= len(text):
+            return len(text)
+        newline = text.find(b"\n", end)
+        end = len(text) if newline < 0 else newline + 1
+    return end
+
+
+def shown(data: bytes) -> str:
+    """File bytes as a diff shows them: UTF-8 (anything else as U+FFFD), LF endings."""
+    return data.decode("utf-8", "replace").replace("\r\n", "\n")
+
+
+def unified_diff(old: bytes, new: bytes, name: str) -> str:
+    """The diff from the file bytes ``old`` to ``new`` (as :func:`shown`), headed
+    with ``name``.  Only the changed lines and their context are decoded."""
+    prefix = _common_prefix(old, new, min(len(old), len(new)))
+    suffix = _common_suffix(old, new, min(len(old), len(new)) - prefix)
+    # Widen to whole lines plus the context: from the line holding the first change
+    # to the one holding the first byte after it.  Both sides share the rest, and
+    # line boundaries are character boundaries.
+    start = _context_start(old, prefix, CONTEXT)
+    old_end = _context_end(old, len(old) - suffix, CONTEXT)
+    new_end = old_end - len(old) + len(new)
+    skipped = old.count(b"\n", 0, start)
+    a = _lines(shown(old[start:old_end]))
+    b = _lines(shown(new[start:new_end]))
+    return render_diff(a, b, name, skipped)
+
+
+def render_diff(a: list[str], b: list[str], name: str, skipped: int = 0) -> str:
+    """The diff of two line lists that follow ``skipped`` identical lines."""
     out = [
         f"Index: {name}",
         "=" * 67,
@@ -105,7 +185,7 @@ def unified_diff(old: str, new: str, name: str) -> str:
     for group in _grouped(_opcodes(a, b), CONTEXT):
         i1, i2 = group[0][1], group[-1][2]
         j1, j2 = group[0][3], group[-1][4]
-        out.append(f"@@ -{_range(i1, i2 - i1)} +{_range(j1, j2 - j1)} @@")
+        out.append(f"@@ -{_range(skipped + i1, i2 - i1)} +{_range(skipped + j1, j2 - j1)} @@")
         for tag, a1, a2, b1, b2 in group:
             if tag == "equal":
                 _emit(" ", a, a1, a2, out)

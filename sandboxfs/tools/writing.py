@@ -7,7 +7,7 @@ from typing import Any
 
 from sandboxfs.errors import InvalidArgument, LimitExceeded
 from sandboxfs.revisions import ABSENT, check, content_revision
-from sandboxfs.textedit import Edit, EditError, apply_edits
+from sandboxfs.textedit import Edit, EditError, apply_edits, exact_edits_on_bytes
 from sandboxfs.tools.reading import whole_bytes
 from sandboxfs.tools.spec import (
     Annotations,
@@ -63,11 +63,6 @@ def append_file(
     )
 
 
-def _for_display(text: str) -> str:
-    """LF line endings and no undecodable bytes: how diffs show file text."""
-    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace").replace("\r\n", "\n")
-
-
 def edit_file(
     ctx: CallContext,
     /,
@@ -83,19 +78,22 @@ def edit_file(
         before = whole_bytes(f, ctx.limits.edit_bytes, path)
     seen = content_revision(before)
     check(expectedRevision, seen, path)
-    # surrogateescape keeps bytes that are not UTF-8 exactly as they were.
-    original = before.decode("utf-8", "surrogateescape")
-    try:
-        edited = apply_edits(
-            original,
-            [Edit(e["oldText"], e["newText"]) for e in edits],
-            strict=strict,
-            replace_all=replaceAll,
-        )
-    except EditError as exc:
-        raise InvalidArgument(str(exc)) from None
-    diff = unified_diff(_for_display(original), _for_display(edited), path)
-    after = edited.encode("utf-8", "surrogateescape")
+    wanted = [Edit(e["oldText"], e["newText"]) for e in edits]
+    after = exact_edits_on_bytes(before, wanted, strict=strict, replace_all=replaceAll)
+    if after is None:  # some edit needs the tolerant rules, or fails: on text
+        # surrogateescape keeps bytes that are not UTF-8 exactly as they were.
+        original = before.decode("utf-8", "surrogateescape")
+        try:
+            edited = apply_edits(original, wanted, strict=strict, replace_all=replaceAll)
+        except EditError as exc:
+            raise InvalidArgument(str(exc)) from None
+        try:
+            after = edited.encode("utf-8", "surrogateescape")
+        except UnicodeEncodeError:
+            raise InvalidArgument(
+                "newText is not valid Unicode (it contains a lone surrogate)"
+            ) from None
+    diff = unified_diff(before, after, path)
     if not dryRun:
         # Conditional on the bytes just read: a concurrent change is never overwritten.
         ctx.sandbox.replace_file(path, after, expected=seen)
