@@ -1,0 +1,1365 @@
+#!/usr/bin/env python3
+"""Benchmark sandboxfs against the reference server (@modelcontextprotocol/server-filesystem).
+
+Not part of the test suite.  Both servers are started on the same generated fixtures and
+driven by a raw JSON-RPC-over-stdio client (one JSON object per line; the 2025-06-18
+``initialize`` handshake), so client overhead stays small.  Runs are interleaved: for each
+repetition, for each workload, sandboxfs and the reference each get a fresh server process
+(which of the two goes first alternates between repetitions), so peak RSS (VmHWM) is per
+workload.  Each workload makes an untimed warm-up call first; the table shows the median
+over repetitions.
+
+    python bench/run.py                 # 5 repetitions, fixtures in a temporary directory
+    python bench/run.py --reps 3 --fixtures /tmp/sfs-bench   # keep and reuse fixtures
+    python bench/run.py --quick         # small fixtures, few calls, one repetition
+    python bench/run.py --only read_seq,read_pipe --reps 3
+    python bench/run.py --only list --servers sandboxfs --profile /tmp/prof   # py-spy
+
+Ratio convention: ``speedup`` = how many times faster sandboxfs is (>1: sandboxfs faster,
+<1: reference faster).  For a rate it is sandboxfs/reference; for a time it is
+reference/sandboxfs.  grep_files (sandboxfs only) is compared with the external
+``grep -rn``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import contextlib
+import json
+import os
+import platform
+import re
+import select
+import shlex
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+KiB = 1024
+MiB = 1024 * KiB
+
+REFERENCE_PACKAGE = "@modelcontextprotocol/server-filesystem@2026.8.31"
+REFERENCE_PREFIX = HERE / ".reference"  # npm installs the reference here on first use
+DEFAULT_REF = str(
+    REFERENCE_PREFIX / "node_modules/@modelcontextprotocol/server-filesystem/dist/index.js"
+)
+PROTOCOL_VERSION = "2025-06-18"
+FIXTURE_FORMAT = 2  # bump when the layout changes, so --fixtures DIR regenerates
+NEEDLE = "NEEDLE_SANDBOXFS_BENCH"  # in every 97th file of the tree
+NEEDLE_EVERY = 97
+EDIT_OLD = "EDIT_MARKER_ALPHA_0123456789"
+EDIT_NEW = "EDIT_MARKER_OMEGA_9876543210"
+
+SFS = "sandboxfs"
+REF = "reference"
+
+
+class BenchError(Exception):
+    """A benchmark step failed; the message says which and why."""
+
+
+def log(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+# --------------------------------------------------------------------------------------
+# Process bookkeeping: every process we start is killed at exit, whatever happens.
+
+_LIVE: dict[int, subprocess.Popen[bytes]] = {}
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)  # its own session: helpers die too
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=5)
+    _LIVE.pop(proc.pid, None)
+
+
+def kill_all() -> None:
+    for proc in list(_LIVE.values()):
+        _kill(proc)
+
+
+def _on_signal(signum: int, _frame: Any) -> None:
+    raise SystemExit(128 + signum)
+
+
+atexit.register(kill_all)
+
+
+def run_text(argv: list[str]) -> str:
+    """The stripped stdout of a short command, or "?"."""
+    try:
+        done = subprocess.run(  # noqa: S603 - commands come from our own options
+            argv, capture_output=True, text=True, timeout=60, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return "?"
+    return done.stdout.strip() or "?"
+
+
+def proc_status_kib(pid: int, key: str) -> int | None:
+    """A ``kB`` field of /proc/PID/status (VmRSS, VmHWM), or None if unavailable."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+# --------------------------------------------------------------------------------------
+# Raw JSON-RPC over stdio
+
+
+def encode(msg: dict[str, Any]) -> bytes:
+    return (json.dumps(msg, separators=(",", ":"), ensure_ascii=False) + "\n").encode()
+
+
+def result_text(result: dict[str, Any]) -> str:
+    return "".join(c.get("text", "") for c in result.get("content", []) if c.get("type") == "text")
+
+
+def check_result(label: str, tool: str, result: dict[str, Any]) -> None:
+    if result.get("isError"):
+        raise BenchError(f"{label}: {tool} returned an error: {result_text(result)[:500]}")
+
+
+class Conn:
+    """One server process and a JSON-lines connection to it on its stdin/stdout."""
+
+    def __init__(self, label: str, argv: list[str], *, log_path: Path, timeout: float) -> None:
+        self.label = label
+        self.timeout = timeout
+        self.log_path = log_path
+        self._log: IO[bytes] = open(log_path, "wb")  # noqa: SIM115 - closed in close()
+        self.t_spawn = time.perf_counter()
+        try:
+            self.proc = subprocess.Popen(  # noqa: S603 - commands come from our own options
+                argv,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=self._log,
+                bufsize=0,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            self._log.close()
+            raise BenchError(f"{label}: cannot start {shlex.join(argv)}: {exc}") from exc
+        _LIVE[self.proc.pid] = self.proc
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.fd_in = self.proc.stdin.fileno()
+        self.fd_out = self.proc.stdout.fileno()
+        os.set_blocking(self.fd_in, False)
+        os.set_blocking(self.fd_out, False)
+        self._buf = bytearray()
+        self._scan = 0
+        self.next_id = 0
+        self.tools: dict[str, dict[str, Any]] = {}
+        self.startup_ms = float("nan")
+        self.init_ms = float("nan")
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def _stderr_tail(self, n: int = 15) -> str:
+        with contextlib.suppress(OSError):
+            self._log.flush()
+            lines = self.log_path.read_bytes().decode("utf-8", "replace").splitlines()
+            if lines:
+                return "\n    ".join(["server stderr (last lines):", *lines[-n:]])
+        return "(no stderr output)"
+
+    def _died(self, what: str) -> BenchError:
+        code = self.proc.poll()
+        state = f"exited with status {code}" if code is not None else "closed its stdout"
+        return BenchError(f"{self.label}: server {state} while {what}\n    {self._stderr_tail()}")
+
+    def _timed_out(self, what: str) -> BenchError:
+        return BenchError(
+            f"{self.label}: no answer within {self.timeout:.0f} s {what}\n    "
+            + self._stderr_tail()
+        )
+
+    def _read_available(self, what: str) -> None:
+        try:
+            chunk = os.read(self.fd_out, 4 * MiB)
+        except BlockingIOError:
+            return
+        if not chunk:
+            raise self._died(what)
+        self._buf += chunk
+
+    def write(self, data: bytes, what: str = "sending a request") -> None:
+        """Write all of ``data``, reading the server's output meanwhile (no deadlock)."""
+        view = memoryview(data)
+        deadline = time.perf_counter() + self.timeout
+        while view:
+            try:
+                view = view[os.write(self.fd_in, view) :]
+                continue
+            except BlockingIOError:
+                pass
+            except BrokenPipeError:
+                raise self._died(what) from None
+            remaining = deadline - time.perf_counter()
+            if remaining <= 0:
+                raise self._timed_out(what)
+            readable, _, _ = select.select([self.fd_out], [self.fd_in], [], remaining)
+            if readable:
+                self._read_available(what)
+
+    def read_line(self, deadline: float, what: str) -> bytes:
+        while True:
+            i = self._buf.find(b"\n", self._scan)
+            if i >= 0:
+                line = bytes(self._buf[:i])
+                del self._buf[: i + 1]
+                self._scan = 0
+                return line
+            self._scan = len(self._buf)
+            remaining = deadline - time.perf_counter()
+            if remaining <= 0:
+                raise self._timed_out(what)
+            readable, _, _ = select.select([self.fd_out], [], [], remaining)
+            if readable:
+                self._read_available(what)
+
+    def send(self, method: str, params: dict[str, Any] | None = None) -> int:
+        self.next_id += 1
+        msg: dict[str, Any] = {"jsonrpc": "2.0", "id": self.next_id, "method": method}
+        if params is not None:
+            msg["params"] = params
+        self.write(encode(msg))
+        return self.next_id
+
+    def recv_response(self, what: str) -> dict[str, Any]:
+        """The next response; server-to-client requests are refused, notifications skipped."""
+        deadline = time.perf_counter() + self.timeout
+        while True:
+            line = self.read_line(deadline, what)
+            if not line.strip():
+                continue
+            try:
+                msg = json.loads(line)
+            except ValueError:
+                raise BenchError(
+                    f"{self.label}: non-JSON line from the server while {what}: {line[:200]!r}"
+                ) from None
+            if not isinstance(msg, dict):
+                raise BenchError(f"{self.label}: unexpected message {line[:200]!r}")
+            if "method" in msg:
+                if "id" in msg:  # e.g. roots/list: we declared no capabilities
+                    error = {"code": -32601, "message": "Method not found"}
+                    self.write(encode({"jsonrpc": "2.0", "id": msg["id"], "error": error}))
+                continue
+            return msg
+
+    def request(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        rid = self.send(method, params)
+        msg = self.recv_response(f"waiting for {method} (id {rid})")
+        if msg.get("id") != rid:
+            raise BenchError(f"{self.label}: expected response id {rid}, got {msg.get('id')!r}")
+        if "error" in msg:
+            raise BenchError(f"{self.label}: {method} failed: {msg['error']}")
+        result: dict[str, Any] = msg["result"]
+        return result
+
+    def call(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        result = self.request("tools/call", {"name": name, "arguments": arguments})
+        check_result(self.label, name, result)
+        return result
+
+    def handshake(self) -> None:
+        """initialize, notifications/initialized, tools/list; times spawn -> answers."""
+        params = {
+            "protocolVersion": PROTOCOL_VERSION,
+            "capabilities": {},
+            "clientInfo": {"name": "sandboxfs-bench", "version": "1"},
+        }
+        self.request("initialize", params)
+        self.init_ms = (time.perf_counter() - self.t_spawn) * 1e3
+        self.write(encode({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        listed = self.request("tools/list")
+        self.startup_ms = (time.perf_counter() - self.t_spawn) * 1e3
+        self.tools = {t["name"]: t for t in listed.get("tools", [])}
+
+    def rss_kib(self) -> int | None:
+        return proc_status_kib(self.pid, "VmRSS")
+
+    def hwm_kib(self) -> int | None:
+        return proc_status_kib(self.pid, "VmHWM")
+
+    def close(self) -> None:
+        """End of input; kill the server if it has not exited within 5 s."""
+        with contextlib.suppress(OSError):
+            self.proc.stdin.close()  # type: ignore[union-attr]
+        try:
+            self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            _kill(self.proc)
+        with contextlib.suppress(OSError):
+            self.proc.stdout.close()  # type: ignore[union-attr]
+        self._log.close()
+        _LIVE.pop(self.proc.pid, None)
+
+
+# --------------------------------------------------------------------------------------
+# Fixtures
+
+
+@dataclass(frozen=True)
+class FixtureSpec:
+    small_files: int = 100  # 1 KiB each: sequential/pipelined reads, read_multiple_files
+    listing_entries: int = 1000  # list_directory / list_directory_with_sizes
+    tree_top: int = 50  # tree/dNN/eNNN/: tree_top * tree_sub leaf directories
+    tree_sub: int = 100
+    tree_files: int = 20  # files per leaf directory, half .py and half .txt
+    huge_mib: int = 200  # head/tail
+    big_mib: int = 10  # whole read
+    edit_mib: int = 10  # edit_file
+
+    def as_dict(self) -> dict[str, int]:
+        return dict(self.__dict__)
+
+    @property
+    def n_tree_files(self) -> int:
+        return self.tree_top * self.tree_sub * self.tree_files
+
+    @property
+    def n_tree_dirs(self) -> int:
+        return self.tree_top * (1 + self.tree_sub)
+
+
+QUICK_FIXTURES = FixtureSpec(tree_top=10, tree_sub=20, huge_mib=16)
+GENERATED = ("small", "listing", "tree", "huge.txt", "big.txt", "edit.pristine.txt", "scratch")
+
+
+def _text_block(target: int, seed: str) -> bytes:
+    """ASCII lines of about 100 bytes adding up to at least ``target`` bytes."""
+    out = []
+    size = 0
+    i = 0
+    while size < target:
+        line = f"{seed} line {i:08d} the quick brown fox jumps over the lazy dog 0123456789 xyz\n"
+        out.append(line)
+        size += len(line)
+        i += 1
+    return "".join(out).encode()
+
+
+def _write_lines_file(
+    path: Path, mib: int, seed: str, middle: str | None = None, last: str | None = None
+) -> None:
+    block = _text_block(MiB, seed)
+    block = block[: block.rfind(b"\n", 0, MiB) + 1]
+    with open(path, "wb") as f:
+        written = 0
+        middle_done = middle is None
+        while written < mib * MiB:
+            if not middle_done and written >= (mib * MiB) // 2:
+                f.write(f"{middle}\n".encode())
+                middle_done = True
+            f.write(block)
+            written += len(block)
+        if last:
+            f.write(f"{last}\n".encode())
+
+
+def _make_tree(tree: Path, spec: FixtureSpec) -> None:
+    tree.mkdir()
+    k = 0
+    for a in range(spec.tree_top):
+        top = tree / f"d{a:02d}"
+        top.mkdir()
+        for b in range(spec.tree_sub):
+            leaf = top / f"e{b:03d}"
+            leaf.mkdir()
+            for c in range(spec.tree_files):
+                k += 1
+                needle = f"# {NEEDLE} here\n" if k % NEEDLE_EVERY == 0 else ""
+                body = f"# file {a}/{b}/{c}\ndef f_{k}():\n    return {k}\n{needle}x = 'lorem'\n"
+                ext = ".py" if c % 2 == 0 else ".txt"
+                (leaf / f"m{c:02d}{ext}").write_text(body)
+
+
+def generate_fixtures(root: Path, spec: FixtureSpec) -> None:
+    """Create the fixtures under ``root``, or reuse them if they are already there."""
+    stamp = root / ".bench-fixtures.json"
+    want = {"format": FIXTURE_FORMAT, "spec": spec.as_dict()}
+    if stamp.exists():
+        with contextlib.suppress(ValueError, OSError):
+            if json.loads(stamp.read_text()) == want:
+                log(f"reusing fixtures in {root}")
+                reset_scratch(root)
+                return
+        log(f"fixtures in {root} have another layout: regenerating")
+    stamp.unlink(missing_ok=True)
+    for name in GENERATED:  # only what we generate: never anything else in DIR
+        p = root / name
+        if p.is_dir() and not p.is_symlink():
+            shutil.rmtree(p)
+        elif p.exists() or p.is_symlink():
+            p.unlink()
+    t0 = time.perf_counter()
+    root.mkdir(parents=True, exist_ok=True)
+    small = root / "small"
+    small.mkdir()
+    for i in range(spec.small_files):
+        data = _text_block(KiB, f"small{i:03d}")[: KiB - 1] + b"\n"
+        (small / f"f{i:03d}.txt").write_bytes(data)
+    listing = root / "listing"
+    listing.mkdir()
+    n_dirs = spec.listing_entries // 20
+    for i in range(spec.listing_entries - n_dirs):
+        (listing / f"file{i:04d}.txt").write_bytes(b"x" * (i % 97 + 1) * 10)
+    for i in range(n_dirs):
+        (listing / f"dir{i:04d}").mkdir()
+    log(f"generating a tree of {spec.tree_top * spec.tree_sub} dirs x {spec.tree_files} files")
+    _make_tree(root / "tree", spec)
+    log(f"generating files of {spec.huge_mib}, {spec.big_mib} and {spec.edit_mib} MiB")
+    _write_lines_file(root / "huge.txt", spec.huge_mib, "huge", last="THE LAST LINE")
+    _write_lines_file(root / "big.txt", spec.big_mib, "big")
+    _write_lines_file(root / "edit.pristine.txt", spec.edit_mib, "edit", middle=EDIT_OLD)
+    reset_scratch(root)
+    os.sync()
+    stamp.write_text(json.dumps(want))
+    log(f"fixtures ready in {time.perf_counter() - t0:.1f} s")
+
+
+def reset_scratch(root: Path) -> None:
+    scratch = root / "scratch"
+    if scratch.exists():
+        shutil.rmtree(scratch)
+    scratch.mkdir()
+    restore_edit_file(root)
+
+
+def restore_edit_file(root: Path) -> None:
+    shutil.copyfile(root / "edit.pristine.txt", root / "scratch" / "edit.txt")
+
+
+# --------------------------------------------------------------------------------------
+# Workloads
+
+
+@dataclass
+class Ctx:
+    root: Path
+    spec: FixtureSpec
+    n_calls: int  # sequential / pipelined / get_file_info calls
+    n_list: int  # list_directory(_with_sizes), read_multiple_files calls
+    n_walk: int  # directory_tree / search_files / grep_files calls
+    n_heavy: int  # 10 MiB reads, 1 MiB writes, 10 MiB edits (head/tail: 4x)
+    window: int = 32
+
+    def p(self, *parts: str) -> str:
+        return str(self.root.joinpath(*parts))
+
+    def small(self, i: int) -> str:
+        return self.p("small", f"f{i % self.spec.small_files:03d}.txt")
+
+
+@dataclass
+class Measure:
+    value: float  # in the workload's unit
+    detail: str = ""
+
+
+@dataclass
+class Workload:
+    key: str
+    title: str
+    unit: str  # "calls/s" (higher is better) or "ms" (lower is better)
+    run: Callable[[Conn, Ctx], Measure]
+    tool: str | None = None  # skipped if sandboxfs's tools/list lacks it
+    # Replaces the reference server (for a tool the reference does not have):
+    # returns (measure, peak RSS in KiB).
+    external: Callable[[Ctx], tuple[Measure, int | None]] | None = None
+    before: Callable[[Ctx], None] | None = None  # before each server's turn
+
+    @property
+    def higher_better(self) -> bool:
+        return self.unit.endswith("/s")
+
+
+def _expect(label: str, cond: bool, what: str) -> None:
+    if not cond:
+        raise BenchError(f"{label}: unexpected result: {what}")
+
+
+def timed_calls(
+    conn: Conn,
+    n: int,
+    make: Callable[[int], tuple[str, dict[str, Any]]],
+    verify: Callable[[dict[str, Any]], None] | None = None,
+    warmup: int = 1,
+) -> float:
+    """Seconds per call over ``n`` sequential calls, after ``warmup`` untimed (and
+    verified) ones."""
+    for i in range(warmup):
+        name, args = make(-1 - i)
+        result = conn.call(name, args)
+        if verify:
+            verify(result)
+    t0 = time.perf_counter()
+    for i in range(n):
+        name, args = make(i)
+        conn.call(name, args)
+    return (time.perf_counter() - t0) / n
+
+
+def w_startup(conn: Conn, ctx: Ctx) -> Measure:
+    return Measure(conn.startup_ms, f"initialize answered at {conn.init_ms:.0f} ms")
+
+
+def w_ping(conn: Conn, ctx: Ctx) -> Measure:
+    """The protocol round trip alone (transport + SDK dispatch), no tool."""
+    conn.request("ping")
+    t0 = time.perf_counter()
+    for _ in range(ctx.n_calls):
+        conn.request("ping")
+    return Measure(ctx.n_calls / (time.perf_counter() - t0))
+
+
+def w_allowed(conn: Conn, ctx: Ctx) -> Measure:
+    """The cheapest tool: tools/call machinery with no filesystem work."""
+    per = timed_calls(conn, ctx.n_calls, lambda i: ("list_allowed_directories", {}))
+    return Measure(1 / per)
+
+
+def w_read_seq(conn: Conn, ctx: Ctx) -> Measure:
+    def verify(r: dict[str, Any]) -> None:
+        n = len(result_text(r))
+        _expect(conn.label, n == KiB, f"1 KiB read gave {n} chars")
+
+    per = timed_calls(
+        conn, ctx.n_calls, lambda i: ("read_text_file", {"path": ctx.small(i)}), verify
+    )
+    return Measure(1 / per)
+
+
+def w_read_pipe(conn: Conn, ctx: Ctx) -> Measure:
+    """``ctx.window`` requests outstanding at all times; responses matched by id."""
+    conn.call("read_text_file", {"path": ctx.small(0)})  # warm-up
+    total = ctx.n_calls
+    pending: set[int] = set()
+    sent = done = 0
+    t0 = time.perf_counter()
+    while done < total:
+        batch = []
+        while sent < total and len(pending) < ctx.window:
+            conn.next_id += 1
+            pending.add(conn.next_id)
+            params = {"name": "read_text_file", "arguments": {"path": ctx.small(sent)}}
+            msg = {"jsonrpc": "2.0", "id": conn.next_id, "method": "tools/call", "params": params}
+            batch.append(encode(msg))
+            sent += 1
+        if batch:
+            conn.write(b"".join(batch))
+        reply = conn.recv_response(f"waiting for pipelined responses ({done}/{total} done)")
+        rid = reply.get("id")
+        if not isinstance(rid, int) or rid not in pending:
+            raise BenchError(f"{conn.label}: response with unexpected id {rid!r}")
+        pending.discard(rid)
+        if "error" in reply:
+            raise BenchError(f"{conn.label}: pipelined read failed: {reply['error']}")
+        check_result(conn.label, "read_text_file", reply["result"])
+        done += 1
+    return Measure(total / (time.perf_counter() - t0), f"{ctx.window} in flight")
+
+
+def w_file_info(conn: Conn, ctx: Ctx) -> Measure:
+    per = timed_calls(conn, ctx.n_calls, lambda i: ("get_file_info", {"path": ctx.small(i)}))
+    return Measure(1 / per)
+
+
+def _listing(conn: Conn, ctx: Ctx, tool: str) -> Measure:
+    def verify(r: dict[str, Any]) -> None:
+        lines = result_text(r).splitlines()
+        n = sum(1 for line in lines if line.startswith(("[FILE]", "[DIR]")))
+        _expect(conn.label, n == ctx.spec.listing_entries, f"{tool} listed {n} entries")
+
+    per = timed_calls(conn, ctx.n_list, lambda i: (tool, {"path": ctx.p("listing")}), verify)
+    return Measure(per * 1e3)
+
+
+def w_list(conn: Conn, ctx: Ctx) -> Measure:
+    return _listing(conn, ctx, "list_directory")
+
+
+def w_list_sizes(conn: Conn, ctx: Ctx) -> Measure:
+    return _listing(conn, ctx, "list_directory_with_sizes")
+
+
+def w_list_top(conn: Conn, ctx: Ctx) -> Measure:
+    """list_directory of the big tree's top: few entries, a large subtree below them."""
+
+    def verify(r: dict[str, Any]) -> None:
+        n = sum(1 for line in result_text(r).splitlines() if line.startswith("[DIR]"))
+        _expect(conn.label, n == ctx.spec.tree_top, f"list_directory listed {n} dirs")
+
+    args = {"path": ctx.p("tree")}
+    per = timed_calls(conn, ctx.n_walk, lambda i: ("list_directory", args), verify)
+    return Measure(per * 1e3)
+
+
+def w_info_big(conn: Conn, ctx: Ctx) -> Measure:
+    args = {"path": ctx.p("big.txt")}
+    per = timed_calls(conn, ctx.n_heavy, lambda i: ("get_file_info", args))
+    return Measure(per * 1e3)
+
+
+def w_info_dir(conn: Conn, ctx: Ctx) -> Measure:
+    args = {"path": ctx.p("tree")}
+    per = timed_calls(conn, ctx.n_walk, lambda i: ("get_file_info", args))
+    return Measure(per * 1e3)
+
+
+def w_tree(conn: Conn, ctx: Ctx) -> Measure:
+    size = [0]
+
+    def verify(r: dict[str, Any]) -> None:
+        text = result_text(r)
+        size[0] = len(text)
+        n = text.count('"type": "file"') + text.count('"type":"file"')
+        want = ctx.spec.n_tree_files
+        _expect(conn.label, n == want, f"directory_tree has {n} files, expected {want}")
+
+    per = timed_calls(
+        conn, ctx.n_walk, lambda i: ("directory_tree", {"path": ctx.p("tree")}), verify
+    )
+    return Measure(per * 1e3, f"{size[0] / MiB:.1f} MiB of text")
+
+
+def w_search(conn: Conn, ctx: Ctx) -> Measure:
+    def verify(r: dict[str, Any]) -> None:
+        n = sum(1 for line in result_text(r).splitlines() if line.endswith(".py"))
+        want = ctx.spec.n_tree_files // 2
+        _expect(conn.label, n == want, f"search_files found {n} .py files, expected {want}")
+
+    args = {"path": ctx.p("tree"), "pattern": "**/*.py"}
+    per = timed_calls(conn, ctx.n_walk, lambda i: ("search_files", args), verify)
+    return Measure(per * 1e3)
+
+
+def w_read_multi(conn: Conn, ctx: Ctx) -> Measure:
+    paths = [ctx.small(i) for i in range(100)]
+
+    def verify(r: dict[str, Any]) -> None:
+        _expect(conn.label, len(result_text(r)) > 100 * KiB, "read_multiple_files too short")
+
+    per = timed_calls(conn, ctx.n_list, lambda i: ("read_multiple_files", {"paths": paths}), verify)
+    return Measure(per * 1e3)
+
+
+def w_head(conn: Conn, ctx: Ctx) -> Measure:
+    def verify(r: dict[str, Any]) -> None:
+        n = len(result_text(r).splitlines())
+        _expect(conn.label, n == 10, f"head=10 gave {n} lines")
+
+    args = {"path": ctx.p("huge.txt"), "head": 10}
+    per = timed_calls(conn, ctx.n_heavy * 4, lambda i: ("read_text_file", args), verify)
+    return Measure(per * 1e3)
+
+
+def w_tail(conn: Conn, ctx: Ctx) -> Measure:
+    def verify(r: dict[str, Any]) -> None:
+        lines = result_text(r).splitlines()
+        # The reference counts the final newline as ending an empty last line, so its
+        # tail=10 returns 9 lines of this file: accept 9 or 10.
+        ok = len(lines) in (9, 10) and lines[-1] == "THE LAST LINE"
+        _expect(conn.label, ok, f"tail=10 gave {len(lines)} lines ending {lines[-1:]!r}")
+
+    args = {"path": ctx.p("huge.txt"), "tail": 10}
+    per = timed_calls(conn, ctx.n_heavy * 4, lambda i: ("read_text_file", args), verify)
+    return Measure(per * 1e3)
+
+
+def w_head_10m(conn: Conn, ctx: Ctx) -> Measure:
+    """head=10 of a file below sandboxfs's edit cap (64 MiB): the cost of what a head
+    read computes besides the ten lines (a revision hash of the file, in sandboxfs)."""
+
+    def verify(r: dict[str, Any]) -> None:
+        n = len(result_text(r).splitlines())
+        _expect(conn.label, n == 10, f"head=10 gave {n} lines")
+
+    args = {"path": ctx.p("big.txt"), "head": 10}
+    per = timed_calls(conn, ctx.n_heavy * 4, lambda i: ("read_text_file", args), verify)
+    return Measure(per * 1e3)
+
+
+def w_read_big(conn: Conn, ctx: Ctx) -> Measure:
+    want = (ctx.root / "big.txt").stat().st_size
+
+    def verify(r: dict[str, Any]) -> None:
+        n = len(result_text(r))
+        _expect(conn.label, n == want, f"whole read gave {n} chars, expected {want}")
+
+    args = {"path": ctx.p("big.txt")}
+    per = timed_calls(conn, ctx.n_heavy, lambda i: ("read_text_file", args), verify)
+    return Measure(per * 1e3)
+
+
+MIB_CONTENT = ("0123456789abcdef" * 63 + "012345678901234\n") * 1024  # 1 MiB of 1 KiB lines
+
+
+def w_write(conn: Conn, ctx: Ctx) -> Measure:
+    args = {"path": ctx.p("scratch", f"write-{conn.label}.txt"), "content": MIB_CONTENT}
+    per = timed_calls(conn, ctx.n_heavy, lambda i: ("write_file", args))
+    size = os.path.getsize(args["path"])
+    _expect(conn.label, size == MiB, f"write_file wrote {size} bytes")
+    return Measure(per * 1e3)
+
+
+def w_edit(conn: Conn, ctx: Ctx) -> Measure:
+    """One replacement per call, alternating OLD->NEW and NEW->OLD (same size each time);
+    an even number of calls leaves the file as it was."""
+    path = ctx.p("scratch", "edit.txt")
+
+    def make(i: int) -> tuple[str, dict[str, Any]]:
+        old, new = (EDIT_OLD, EDIT_NEW) if i % 2 == 0 else (EDIT_NEW, EDIT_OLD)
+        return "edit_file", {"path": path, "edits": [{"oldText": old, "newText": new}]}
+
+    per = timed_calls(conn, ctx.n_heavy + ctx.n_heavy % 2, make, warmup=0)
+    return Measure(per * 1e3)
+
+
+def expected_needles(ctx: Ctx) -> int:
+    return ctx.spec.n_tree_files // NEEDLE_EVERY
+
+
+def grep_args(tool: dict[str, Any], ctx: Ctx) -> dict[str, Any]:
+    """Arguments for sandboxfs's grep_files, read off its input schema: the whole tree,
+    the literal NEEDLE, and every match reported (maxResults at the schema's maximum)."""
+    schema = tool.get("inputSchema") or {}
+    props = schema.get("properties", {})
+    args: dict[str, Any] = {}
+    for names, value in (
+        (("path", "directory", "root"), ctx.p("tree")),
+        (("pattern", "query", "search"), NEEDLE),
+    ):
+        name = next((n for n in names if n in props), None)
+        if name:
+            args[name] = value
+    cap = next((n for n in ("maxResults", "max_results", "limit") if n in props), None)
+    if cap:
+        args[cap] = min(props[cap].get("maximum", 10**6), 10**6)
+    missing = set(schema.get("required", [])) - set(args)
+    if missing:
+        raise BenchError(f"grep_files: cannot fill its required parameters {sorted(missing)}")
+    return args
+
+
+def w_grep(conn: Conn, ctx: Ctx) -> Measure:
+    args = grep_args(conn.tools["grep_files"], ctx)
+    want = expected_needles(ctx)
+
+    def verify(r: dict[str, Any]) -> None:
+        structured = r.get("structuredContent") or {}
+        if structured.get("complete") is False:
+            reason = structured.get("stoppedReason")
+            raise BenchError(f"{conn.label}: grep_files stopped early ({reason})")
+        hits = result_text(r).count(NEEDLE)
+        _expect(conn.label, hits == want, f"grep_files found {hits} lines, expected {want}")
+
+    per = timed_calls(conn, ctx.n_walk, lambda i: ("grep_files", args), verify)
+    return Measure(per * 1e3, f"{want} matching lines")
+
+
+def grep_external(ctx: Ctx) -> tuple[Measure, int | None]:
+    """``grep -rn NEEDLE tree`` (output to a file) as the comparison for grep_files."""
+    grep = shutil.which("grep")
+    if not grep:
+        raise BenchError("grep not found on PATH")
+    times = []
+    peak = 0
+    for i in range(ctx.n_walk + 1):  # the first run is a warm-up
+        with tempfile.TemporaryFile() as out:
+            t0 = time.perf_counter()
+            proc = subprocess.Popen(  # noqa: S603 - fixed command
+                [grep, "-rn", NEEDLE, ctx.p("tree")], stdout=out, stderr=subprocess.DEVNULL
+            )
+            _, status, usage = os.wait4(proc.pid, 0)
+            elapsed = time.perf_counter() - t0
+            proc.returncode = os.waitstatus_to_exitcode(status)
+            if proc.returncode != 0:
+                raise BenchError(f"grep -rn exited with status {proc.returncode}")
+            if i:
+                times.append(elapsed)
+            peak = max(peak, usage.ru_maxrss)
+            out.seek(0)
+            hits = out.read().count(b"\n")
+        if hits != expected_needles(ctx):
+            raise BenchError(f"grep -rn found {hits} lines, expected {expected_needles(ctx)}")
+    return Measure(statistics.mean(times) * 1e3, f"{hits} matching lines"), peak
+
+
+WORKLOADS: list[Workload] = [
+    Workload("startup", "startup: spawn -> tools/list answer", "ms", w_startup),
+    Workload("ping", "ping round trip, sequential", "calls/s", w_ping),
+    Workload("allowed", "list_allowed_directories, sequential", "calls/s", w_allowed),
+    Workload("read_seq", "read_text_file 1 KiB, sequential", "calls/s", w_read_seq),
+    Workload("read_pipe", "read_text_file 1 KiB, 32 in flight", "calls/s", w_read_pipe),
+    Workload("file_info", "get_file_info, sequential", "calls/s", w_file_info),
+    Workload("list", "list_directory, 1,000 entries", "ms", w_list),
+    Workload("list_sizes", "list_directory_with_sizes, 1,000 entries", "ms", w_list_sizes),
+    Workload("list_top", "list_directory, big tree's top (50 dirs)", "ms", w_list_top),
+    Workload("info_10m", "get_file_info, 10 MiB file", "ms", w_info_big),
+    Workload("info_dir", "get_file_info, big tree's top dir", "ms", w_info_dir),
+    Workload("tree", "directory_tree, big tree", "ms", w_tree),
+    Workload("search", "search_files **/*.py, big tree", "ms", w_search),
+    Workload("read_multi", "read_multiple_files, 100 x 1 KiB", "ms", w_read_multi),
+    Workload("head", "read_text_file head=10, huge file", "ms", w_head),
+    Workload("tail", "read_text_file tail=10, huge file", "ms", w_tail),
+    Workload("head_10m", "read_text_file head=10, 10 MiB file", "ms", w_head_10m),
+    Workload("read_10m", "read_text_file whole 10 MiB", "ms", w_read_big),
+    Workload("write_1m", "write_file 1 MiB", "ms", w_write),
+    Workload(
+        "edit_10m",
+        "edit_file 1 replacement, 10 MiB",
+        "ms",
+        w_edit,
+        before=lambda ctx: restore_edit_file(ctx.root),
+    ),
+    Workload(
+        "grep",
+        "grep_files (ref column: grep -rn), big tree",
+        "ms",
+        w_grep,
+        tool="grep_files",
+        external=grep_external,
+    ),
+]
+
+
+# --------------------------------------------------------------------------------------
+# Running
+
+
+@dataclass
+class Sample:
+    value: float
+    hwm_kib: int | None
+    rss_kib: int | None = None
+    detail: str = ""
+
+
+@dataclass
+class Results:
+    samples: dict[tuple[str, str], list[Sample]] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
+    failed: dict[tuple[str, str], str] = field(default_factory=dict)
+
+    def add(self, key: str, server: str, sample: Sample) -> None:
+        self.samples.setdefault((key, server), []).append(sample)
+
+
+def sandboxfs_flags(args: argparse.Namespace) -> list[str]:
+    """Limits raised so that every workload fits (only the options this sandboxfs has)."""
+    wanted = {
+        "--max-walk-entries": args.max_walk_entries,  # default 100,000 < the big tree
+        "--max-read-bytes": 64 * MiB,  # the 10 MiB whole read (the 32 MiB default is enough)
+        "--max-line-bytes": 64 * MiB,
+        "--max-write-bytes": 64 * MiB,
+        "--max-search-seconds": 600,  # grep_files must search the whole tree
+    }
+    help_text = run_text([*shlex.split(args.sandboxfs_cmd), "--help"])
+    flags: list[str] = []
+    for flag, value in wanted.items():
+        if re.search(re.escape(flag) + r"\b", help_text):
+            flags += [flag, str(value)]
+    return flags
+
+
+class Runner:
+    def __init__(self, args: argparse.Namespace, ctx: Ctx, logdir: Path) -> None:
+        self.args = args
+        self.ctx = ctx
+        self.logdir = logdir
+        root = str(ctx.root)
+        self.commands = {
+            SFS: [*shlex.split(args.sandboxfs_cmd), *sandboxfs_flags(args), "--", root],
+            REF: [*shlex.split(args.reference_cmd), root],
+        }
+        self._spawns = 0
+
+    def spawn(self, server: str, workload: str) -> Conn:
+        self._spawns += 1
+        conn = Conn(
+            server,
+            self.commands[server],
+            log_path=self.logdir / f"{self._spawns:04d}-{server}-{workload}.stderr",
+            timeout=self.args.timeout,
+        )
+        try:
+            conn.handshake()
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def profile_start(self, conn: Conn, wl: Workload, rep: int) -> subprocess.Popen[bytes] | None:
+        """py-spy attached to a sandboxfs server for the length of one workload."""
+        if not self.args.profile or conn.label != SFS:
+            return None
+        suffix = {"speedscope": ".json", "flamegraph": ".svg", "raw": ".txt"}
+        out = Path(self.args.profile) / f"{wl.key}-rep{rep}{suffix[self.args.profile_format]}"
+        cmd = [self.args.py_spy, "record", "--pid", str(conn.pid), "--rate", "250"]
+        cmd += ["--format", self.args.profile_format, "-o", str(out), "--nonblocking"]
+        if self.args.profile_idle:
+            cmd.append("--idle")
+        if self.args.profile_gil:
+            cmd.append("--gil")
+        with open(out.with_suffix(".log"), "wb") as err:
+            proc = subprocess.Popen(  # noqa: S603 - our own py-spy command
+                cmd, stdout=subprocess.DEVNULL, stderr=err, start_new_session=True
+            )
+        _LIVE[proc.pid] = proc
+        time.sleep(1.0)  # let py-spy attach
+        return proc
+
+    @staticmethod
+    def profile_stop(proc: subprocess.Popen[bytes] | None) -> None:
+        if proc is None:
+            return
+        proc.send_signal(signal.SIGINT)  # py-spy writes its output on SIGINT
+        try:
+            proc.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            _kill(proc)
+        _LIVE.pop(proc.pid, None)
+
+    def run_one(self, wl: Workload, server: str, rep: int, results: Results) -> None:
+        if wl.before:
+            wl.before(self.ctx)
+        if server == REF and wl.external is not None:
+            measure, peak = wl.external(self.ctx)
+            results.add(wl.key, server, Sample(measure.value, peak, None, measure.detail))
+            value = fmt_value(measure.value, wl.unit)
+            log(f"  {wl.key:<11} {'(external)':<10} {value:>10} {wl.unit}  {measure.detail}")
+            return
+        conn = self.spawn(server, wl.key)
+        profiler = None
+        idle = None
+        try:
+            if wl.key == "startup":
+                time.sleep(self.args.idle_wait)
+                idle = conn.rss_kib()
+            profiler = self.profile_start(conn, wl, rep)
+            measure = wl.run(conn, self.ctx)
+            self.profile_stop(profiler)
+            profiler = None
+            hwm = conn.hwm_kib()
+        finally:
+            self.profile_stop(profiler)
+            conn.close()
+        results.add(wl.key, server, Sample(measure.value, hwm, idle, measure.detail))
+        extra = f" idle RSS {fmt_mib(idle)} MiB" if idle else ""
+        log(
+            f"  {wl.key:<11} {server:<10} {fmt_value(measure.value, wl.unit):>10} {wl.unit}"
+            f"  peak RSS {fmt_mib(hwm)} MiB{extra}  {measure.detail}"
+        )
+
+    def run(self, workloads: list[Workload], results: Results) -> None:
+        servers = [s for s in (SFS, REF) if s in self.args.servers]
+        if SFS in servers:  # which tools does this sandboxfs serve?
+            probe = self.spawn(SFS, "probe")
+            tools = probe.tools
+            probe.close()
+            for wl in workloads:
+                if wl.tool and wl.tool not in tools:
+                    results.skipped[wl.key] = f"sandboxfs has no {wl.tool}"
+                    log(f"skipping {wl.key}: sandboxfs's tools/list has no {wl.tool}")
+        active = [wl for wl in workloads if wl.key not in results.skipped]
+        for rep in range(1, self.args.reps + 1):
+            order = servers if rep % 2 == 1 else servers[::-1]
+            log(f"rep {rep}/{self.args.reps} (order: {' then '.join(order)})")
+            for wl in active:
+                for server in order:
+                    if (wl.key, server) in results.failed:
+                        continue
+                    try:
+                        self.run_one(wl, server, rep, results)
+                    except BenchError as exc:
+                        results.failed[(wl.key, server)] = str(exc)
+                        log(f"  {wl.key:<11} {server:<10} FAILED: {exc}")
+
+
+# --------------------------------------------------------------------------------------
+# Reporting
+
+
+def fmt_value(v: float, unit: str) -> str:
+    if v != v:  # noqa: PLR0124 - NaN
+        return "nan"
+    if unit.endswith("/s"):
+        return f"{v:,.0f}"
+    return f"{v:,.1f}" if v < 100 else f"{v:,.0f}"
+
+
+def fmt_mib(kib: float | None) -> str:
+    return "-" if kib is None else f"{kib / 1024:.1f}"
+
+
+def median(xs: Iterable[float | None]) -> float | None:
+    vals = [x for x in xs if x is not None and x == x]  # noqa: PLR0124 - drop NaN
+    return statistics.median(vals) if vals else None
+
+
+def spread(samples: list[Sample]) -> str:
+    """Half the range of the repetitions, relative to their median."""
+    vals = [s.value for s in samples]
+    if len(vals) < 2:
+        return "-"
+    m = statistics.median(vals)
+    return f"±{(max(vals) - min(vals)) / 2 / m * 100:.0f}%" if m else "-"
+
+
+def table_row(wl: Workload, results: Results) -> tuple[str, ...]:
+    if wl.key in results.skipped:
+        return (wl.title, "", "skipped", "", "", results.skipped[wl.key], "", "")
+    a = results.samples.get((wl.key, SFS), [])
+    b = results.samples.get((wl.key, REF), [])
+    ma, mb = median(s.value for s in a), median(s.value for s in b)
+    cells = []
+    for m, server in ((ma, SFS), (mb, REF)):
+        if (wl.key, server) in results.failed:
+            cells.append("FAILED")
+        else:
+            cells.append("-" if m is None else fmt_value(m, wl.unit))
+    ratio = "-"
+    if ma and mb:
+        r = ma / mb if wl.higher_better else mb / ma
+        ratio = f"{r:.2f}x" if r >= 0.1 else f"{r:.2g}x"
+    return (
+        wl.title,
+        wl.unit,
+        *cells,
+        ratio,
+        f"{spread(a)} / {spread(b)}",
+        fmt_mib(median(s.hwm_kib for s in a)),
+        fmt_mib(median(s.hwm_kib for s in b)),
+    )
+
+
+def render_table(workloads: list[Workload], results: Results, reps: int) -> str:
+    head = (
+        *("workload", "unit", "sandboxfs", "reference", "speedup", "spread sfs / ref"),
+        *("peak RSS sfs", "peak RSS ref"),
+    )
+    rows = [table_row(wl, results) for wl in workloads]
+    a = results.samples.get(("startup", SFS), [])
+    b = results.samples.get(("startup", REF), [])
+    if a or b:
+        ia, ib = median(s.rss_kib for s in a), median(s.rss_kib for s in b)
+        ratio = f"{ib / ia:.2f}x" if ia and ib else "-"
+        rows.append(("idle RSS after startup", "MiB", fmt_mib(ia), fmt_mib(ib), ratio, "", "", ""))
+    widths = [max(len(r[i]) for r in [*rows, head]) for i in range(len(head))]
+
+    def line(r: tuple[str, ...]) -> str:
+        cells = (
+            c.ljust(w) if i < 2 else c.rjust(w)
+            for i, (c, w) in enumerate(zip(r, widths, strict=True))
+        )
+        return "| " + " | ".join(cells) + " |"
+
+    out = [line(head), "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
+    out += [line(r) for r in rows]
+    out += [
+        "",
+        f"Medians over {reps} repetition(s). speedup = how many times faster sandboxfs is "
+        "(>1: sandboxfs faster, <1: reference faster):",
+        "  sandboxfs/reference for calls/s, reference/sandboxfs for ms; for idle RSS "
+        "reference/sandboxfs (>1: sandboxfs smaller).",
+        "spread = half the range of the repetitions relative to the median.",
+        "peak RSS = VmHWM (MiB) of a fresh server process at the end of the workload "
+        "(startup included); idle RSS = VmRSS after startup + idle wait.",
+        "grep_files has no counterpart in the reference: its reference column is the "
+        "external `grep -rn` on the same tree (peak RSS: grep's).",
+    ]
+    return "\n".join(out)
+
+
+def loadavg() -> str:
+    try:
+        with open("/proc/loadavg") as f:
+            return " ".join(f.read().split()[:3])
+    except OSError:
+        return "?"
+
+
+def _first_line_value(path: str, key: str) -> str | None:
+    with contextlib.suppress(OSError), open(path) as f:
+        for line in f:
+            if line.startswith(key):
+                return line.split(":", 1)[1].strip()
+    return None
+
+
+def git_describe() -> str:
+    return run_text(["git", "-C", str(REPO), "describe", "--always", "--dirty"])
+
+
+def machine_info(args: argparse.Namespace, load_start: str) -> str:
+    cpu = _first_line_value("/proc/cpuinfo", "model name") or "?"
+    mem = _first_line_value("/proc/meminfo", "MemTotal")
+    mem_gib = f"{int(mem.split()[0]) / MiB:.1f} GiB" if mem else "?"
+    sfs_cmd = shlex.split(args.sandboxfs_cmd)
+    ref_cmd = shlex.split(args.reference_cmd)
+    ref_version = "?"
+    with contextlib.suppress(OSError, ValueError, KeyError):
+        package = Path(ref_cmd[-1]).resolve().parent.parent / "package.json"
+        data = json.loads(package.read_text())
+        ref_version = f"{data['name']}@{data['version']}"
+    git = f"{args.git_start} at start, {git_describe()} at end"
+    return "\n".join(
+        [
+            f"CPU:        {cpu}; {os.cpu_count()} logical cores "
+            f"({len(os.sched_getaffinity(0))} usable)",
+            f"Memory:     {mem_gib}",
+            f"Kernel:     {platform.system()} {platform.release()} ({platform.machine()})",
+            f"Python:     {run_text([sfs_cmd[0], '--version'])} (sandboxfs), "
+            f"{platform.python_version()} (bench driver)",
+            f"Node:       {run_text([ref_cmd[0], '--version'])}",
+            f"sandboxfs:  {run_text([*sfs_cmd, '--version'])} (git {git})",
+            f"reference:  {ref_version}",
+            f"Load avg:   {load_start} at start, {loadavg()} at end (1/5/15 min; other "
+            "work on the machine adds noise)",
+        ]
+    )
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(
+        description=(__doc__ or "").split("\n\n")[0],
+        epilog="workloads: " + ", ".join(w.key for w in WORKLOADS),
+    )
+    ap.add_argument("--reps", type=int, help="repetitions (default 5; 1 with --quick)")
+    ap.add_argument(
+        "--quick",
+        action="store_true",
+        help="smoke run: small fixtures (4,000-file tree, 16 MiB huge file), few calls",
+    )
+    ap.add_argument("--fixtures", metavar="DIR", help="make fixtures here, or reuse them (kept)")
+    ap.add_argument("--only", metavar="KEYS", help="comma-separated workloads (see below)")
+    ap.add_argument("--servers", default=f"{SFS},{REF}", help="sandboxfs,reference (default)")
+    ap.add_argument("--calls", type=int, help="calls for the per-call rates (2000; quick 200)")
+    ap.add_argument("--timeout", type=float, default=300.0, help="seconds per response (300)")
+    ap.add_argument("--idle-wait", type=float, default=1.0, help="seconds before idle RSS (1)")
+    ap.add_argument(
+        "--max-walk-entries",
+        type=int,
+        default=1_000_000,
+        help="passed to sandboxfs (its default 100,000 is below the big tree's size)",
+    )
+    python = sys.executable
+    ap.add_argument(
+        "--sandboxfs-cmd",
+        default=shlex.join([python, "-m", "sandboxfs"]),
+        help="command starting sandboxfs (limits and the directory are appended)",
+    )
+    ap.add_argument(
+        "--reference-cmd",
+        default=shlex.join(["node", DEFAULT_REF]),
+        help="command starting the reference server (the directory is appended)",
+    )
+    ap.add_argument("--json", metavar="FILE", help="also write the raw samples as JSON")
+    ap.add_argument("--logs", metavar="DIR", help="keep the servers' stderr logs here")
+    ap.add_argument("--profile", metavar="DIR", help="py-spy record each sandboxfs workload")
+    ap.add_argument(
+        "--profile-format", default="speedscope", choices=("speedscope", "flamegraph", "raw")
+    )
+    ap.add_argument("--profile-idle", action="store_true", help="py-spy --idle")
+    ap.add_argument("--profile-gil", action="store_true", help="py-spy --gil (GIL holder only)")
+    ap.add_argument(
+        "--py-spy", default=shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    )
+    args = ap.parse_args(argv)
+    if args.reps is None:
+        args.reps = 1 if args.quick else 5
+    if args.reps < 1:
+        ap.error("--reps must be at least 1")
+    if args.calls is None:
+        args.calls = 200 if args.quick else 2000
+    args.servers = [s.strip() for s in args.servers.split(",") if s.strip()]
+    if not args.servers or not set(args.servers) <= {SFS, REF}:
+        ap.error("--servers takes sandboxfs and/or reference")
+    if args.only:
+        keys = {k.strip() for k in args.only.split(",") if k.strip()}
+        unknown = keys - {w.key for w in WORKLOADS}
+        if unknown:
+            ap.error(f"unknown workload(s) {sorted(unknown)}")
+        args.workloads = [w for w in WORKLOADS if w.key in keys]
+    else:
+        args.workloads = list(WORKLOADS)
+    return args
+
+
+def install_reference() -> str | None:
+    """npm-install the pinned reference server under bench/.reference; why not, or None."""
+    if os.path.exists(DEFAULT_REF):
+        return None
+    npm = shutil.which("npm")
+    if npm is None:
+        return f"the reference server is not installed and npm is missing ({REFERENCE_PACKAGE})"
+    log(f"installing {REFERENCE_PACKAGE} into {REFERENCE_PREFIX} ...")
+    REFERENCE_PREFIX.mkdir(exist_ok=True)
+    done = subprocess.run(  # noqa: S603 - fixed npm command
+        [
+            npm,
+            "install",
+            "--prefix",
+            str(REFERENCE_PREFIX),
+            "--no-audit",
+            "--no-fund",
+            REFERENCE_PACKAGE,
+        ],
+        stdout=sys.stderr,
+        check=False,
+    )
+    if done.returncode != 0:
+        return f"npm install {REFERENCE_PACKAGE} failed (exit {done.returncode})"
+    return None
+
+
+def preflight(args: argparse.Namespace) -> str | None:
+    """Why the servers cannot be started, or None."""
+    if REF in args.servers and args.reference_cmd == shlex.join(["node", DEFAULT_REF]):
+        problem = install_reference()
+        if problem:
+            return problem
+    for name, cmd in ((SFS, args.sandboxfs_cmd), (REF, args.reference_cmd)):
+        if name not in args.servers:
+            continue
+        words = shlex.split(cmd)
+        if not words or not (shutil.which(words[0]) or os.path.exists(words[0])):
+            return f"{name} command not found: {cmd}"
+        if words[-1].endswith(".js") and not os.path.exists(words[-1]):
+            return f"{name} script not found: {words[-1]} (use --{name}-cmd)"
+    return None
+
+
+def report(
+    args: argparse.Namespace,
+    spec: FixtureSpec,
+    results: Results,
+    commands: dict[str, list[str]],
+    info: dict[str, str],
+) -> None:
+    print()
+    print(
+        "sandboxfs vs @modelcontextprotocol/server-filesystem "
+        f"(raw JSON-RPC over stdio, protocol {PROTOCOL_VERSION})"
+    )
+    print(
+        f"fixtures: {'quick' if args.quick else 'full'}; big tree = "
+        f"{spec.n_tree_dirs + spec.n_tree_files:,} entries ({spec.n_tree_dirs:,} dirs, "
+        f"{spec.n_tree_files:,} files, half .py); huge file = {spec.huge_mib} MiB; "
+        f"{args.calls} calls for the per-call rates"
+    )
+    print()
+    print(render_table(args.workloads, results, args.reps))
+    if results.failed:
+        print("\nFailures:")
+        for (key, server), msg in results.failed.items():
+            print(f"  {key} / {server}: {msg}")
+    print("\nMachine:")
+    print(info["machine"])
+    print("\nServers:")
+    for name in (SFS, REF):
+        print(f"  {name}: {shlex.join(commands.get(name, []))}")
+    print(f"Command:    {info['command']}")
+    print(f"Wall time:  {info['wall']}")
+    if args.json:
+        data = {
+            "command": info["command"],
+            "spec": spec.as_dict(),
+            "reps": args.reps,
+            "servers": commands,
+            "machine": info["machine"],
+            "samples": {
+                f"{k}/{s}": [v.__dict__ for v in vs] for (k, s), vs in results.samples.items()
+            },
+            "skipped": results.skipped,
+            "failed": {f"{k}/{s}": m for (k, s), m in results.failed.items()},
+        }
+        Path(args.json).write_text(json.dumps(data, indent=1))
+
+
+def main(argv: list[str] | None = None) -> int:
+    command = shlex.join([sys.executable, *sys.argv] if argv is None else ["run.py", *argv])
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGHUP, _on_signal)
+    args.git_start = git_describe()  # sandboxfs runs from this work tree: note changes
+    problem = preflight(args)
+    if problem:
+        log(f"error: {problem}")
+        return 2
+    spec = QUICK_FIXTURES if args.quick else FixtureSpec()
+    with contextlib.ExitStack() as stack:
+        if args.fixtures:
+            root = Path(args.fixtures).resolve()
+        else:
+            tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="sandboxfs-bench-"))
+            root = Path(tmp).resolve() / "fixtures"
+        if args.logs:
+            logdir = Path(args.logs).resolve()
+            logdir.mkdir(parents=True, exist_ok=True)
+        else:
+            logdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="sfs-logs-")))
+        if args.profile:
+            Path(args.profile).mkdir(parents=True, exist_ok=True)
+        stack.callback(kill_all)
+        results = Results()
+        started = time.time()
+        load_start = loadavg()
+        commands: dict[str, list[str]] = {}
+        try:
+            generate_fixtures(root, spec)
+            ctx = Ctx(
+                root=root,
+                spec=spec,
+                n_calls=args.calls,
+                n_list=20 if args.quick else 100,
+                n_walk=1 if args.quick else 2,
+                n_heavy=2 if args.quick else 10,
+            )
+            runner = Runner(args, ctx, logdir)
+            commands = runner.commands
+            runner.run(args.workloads, results)
+        except KeyboardInterrupt:
+            log("interrupted: reporting what was measured")
+        except (BenchError, OSError) as exc:
+            log(f"error: {exc}")
+            return 1
+        finally:
+            kill_all()
+        info = {
+            "command": command,
+            "machine": machine_info(args, load_start),
+            "wall": f"{time.time() - started:.0f} s",
+        }
+        report(args, spec, results, commands, info)
+    return 1 if results.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
