@@ -72,23 +72,29 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 def _clean(text: str) -> str:
     """Text safe for JSON: bytes that were not UTF-8 in names become U+FFFD."""
-    if _SURROGATE.search(text) is None:
+    if text.isascii() or _SURROGATE.search(text) is None:
         return text
     cleaned: str = text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
     return cleaned
 
 
-def _clean_json(value: Any) -> Any:
-    """``value`` with every string (keys too) safe for JSON.
+def _clean_json(value: dict[str, Any]) -> dict[str, Any]:
+    """A structured result with every string (keys too) safe for JSON.
 
-    Fast path: ``pydantic_core.to_json`` refuses lone surrogates, so a value it
-    serializes needs no cleaning (a 1,000-entry listing: 0.3 ms instead of ~4 ms).
+    Top-level strings (a whole file's text) are checked in place, without a copy.
+    Anything nested is checked by one ``pydantic_core.to_json``, which refuses lone
+    surrogates: a 1,000-entry listing costs 0.3 ms instead of ~4 ms string by string.
     """
-    try:
-        pydantic_core.to_json(value)
-    except pydantic_core.PydanticSerializationError:
-        return _clean_each(value)
-    return value
+    nested = {k: v for k, v in value.items() if not isinstance(v, str)}
+    clean = all(_clean(k) is k for k in value) and all(
+        _clean(v) is v for v in value.values() if isinstance(v, str)
+    )
+    if clean and nested:
+        try:
+            pydantic_core.to_json(nested)
+        except pydantic_core.PydanticSerializationError:
+            clean = False
+    return value if clean else _clean_each(value)
 
 
 def _clean_each(value: Any) -> Any:

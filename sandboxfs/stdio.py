@@ -40,6 +40,9 @@ log = logging.getLogger("sandboxfs")
 EOF_DRAIN_TIMEOUT: Final = 30.0
 _READ_SIZE: Final = 256 * 1024
 
+#: Frames at least this big are sent without a copy to append the newline.
+_SPLIT_FRAME: Final = 64 * 1024
+
 #: What the relay writes: a server message, or a frame the reader already encoded.
 Outgoing: TypeAlias = SessionMessage | bytes
 
@@ -243,7 +246,10 @@ class _Connection:
             self.in_flight.discard(message.id)
             if not self.in_flight:
                 self.drained.set()
-        return (message.model_dump_json(by_alias=True, exclude_unset=True) + "\n").encode()
+        # Straight to bytes: model_dump_json would decode them into a str first, and a
+        # big result would then be copied twice more on its way out.
+        frame = message.__pydantic_serializer__.to_json(message, by_alias=True, exclude_unset=True)
+        return frame + b"\n" if len(frame) < _SPLIT_FRAME else frame
 
     async def relay(
         self, source: MemoryObjectReceiveStream[Outgoing], stdout: trio.lowlevel.FdStream
@@ -258,6 +264,8 @@ class _Connection:
                     continue
                 try:
                     await stdout.send_all(frame)
+                    if not frame.endswith(b"\n"):  # a big frame: its newline apart, no copy
+                        await stdout.send_all(b"\n")
                 except (trio.BrokenResourceError, trio.ClosedResourceError):
                     log.info("stdout closed by the client")
                     open_ = False

@@ -207,7 +207,10 @@ def directory_tree(
         return nodes
 
     tree = build((), walker.children(()) or [])
-    return ToolResult(text=indented_json(tree), structured={"tree": tree})
+    # The reference's structuredContent: the same JSON text (a client parses it once;
+    # a nested copy would cost the server a second serialization of the whole tree).
+    text = indented_json(tree)
+    return ToolResult(text=text, structured={"content": text})
 
 
 def indented_json(value: Any) -> str:
