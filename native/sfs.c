@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -164,4 +165,9 @@ int sfs_set_no_new_privs(void)
 int sfs_landlock_restrict_self(int ruleset_fd)
 {
     return neg_errno(syscall(SYS_landlock_restrict_self, ruleset_fd, 0));
+}
+
+int sfs_set_mmap_threshold(int bytes)
+{
+    return mallopt(M_MMAP_THRESHOLD, bytes) == 1 ? 0 : -EINVAL;
 }

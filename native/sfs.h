@@ -95,4 +95,9 @@ int sfs_set_no_new_privs(void);
  * children. 0 or -errno. */
 int sfs_landlock_restrict_self(int ruleset_fd);
 
+/* mallopt(M_MMAP_THRESHOLD, bytes): allocations of at least `bytes` are mapped on
+ * their own and returned to the kernel when freed (a fixed threshold also stops glibc
+ * from raising it after each big free). 0, or -EINVAL if the C library refused. */
+int sfs_set_mmap_threshold(int bytes);
+
 #endif

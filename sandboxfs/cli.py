@@ -27,12 +27,15 @@ from sandboxfs.limits import LIMIT_HELP, Limits
 from sandboxfs.server import SUPPORTED_VERSIONS, SandboxfsServer, ServerOptions
 from sandboxfs.sidecar import TOKEN_ENV, Endpoint, SidecarOptions, listen, serve_http
 from sandboxfs.stdio import InputCloser, serve_stdio, take_stdio
-from sandboxfs.syscalls import Openat2Unavailable, probe_openat2
+from sandboxfs.syscalls import Openat2Unavailable, probe_openat2, set_mmap_threshold
 from sandboxfs.watch import Stall
 
 log = logging.getLogger("sandboxfs")
 
 #: Boolean flags: option -> (attribute, help).
+#: Allocations at least this big get a mapping of their own (see set_mmap_threshold).
+_OWN_MAPPING_BYTES: Final = 128 * 1024
+
 FLAGS: Final[dict[str, tuple[str, str]]] = {
     "--read-only": ("read_only", "serve only the tools that cannot change the filesystem"),
     "--confine-roots": (
@@ -272,6 +275,12 @@ def serve(args: Arguments) -> int:
         probe_openat2()
     except Openat2Unavailable as exc:
         _fail(str(exc))
+    try:
+        # Big buffers (whole reads, edits, large results) go back to the kernel when
+        # freed instead of staying in a worker thread's malloc arena.
+        set_mmap_threshold(_OWN_MAPPING_BYTES)
+    except OSError:
+        log.info("the C library keeps its own mmap threshold")
     if args.no_landlock and args.require_landlock:
         _fail("--no-landlock and --require-landlock contradict each other")
     roots = _open_roots(args.directories)

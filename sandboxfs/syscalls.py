@@ -188,3 +188,9 @@ def probe_openat2() -> None:
         ) from None
     finally:
         os.close(root_fd)
+
+
+def set_mmap_threshold(size: int) -> None:
+    """Map allocations of at least ``size`` bytes on their own, so a big buffer's
+    memory goes back to the kernel when it is freed (glibc ``M_MMAP_THRESHOLD``)."""
+    _check(lib.sfs_set_mmap_threshold(size))
