@@ -116,6 +116,10 @@ def _excluder(patterns: list[str]) -> Callable[[str], bool] | None:
     return lambda rel: any(g.matches(rel) for g in globs)
 
 
+#: Glob steps one search_files call remembers (bounded memory on huge trees).
+_REMEMBERED_STEPS: Final = 65_536
+
+
 def search_files(
     ctx: CallContext,
     /,
@@ -131,6 +135,8 @@ def search_files(
     # Depth-first, pre-order: a directory's contents come right after it.  The glob
     # advances name by name; below a directory whose state is 0 nothing can match.
     prune = not matcher.negated
+    # A step is pure and names repeat across a tree (__init__.py, index.js): remember.
+    steps: dict[tuple[int, str], int] = {}
     pending: list[tuple[Iterator[tuple[str, Entry]], int]] = [
         (iter(walker.children(()) or []), matcher.start())
     ]
@@ -141,7 +147,12 @@ def search_files(
             pending.pop()
             continue
         relative, entry = item
-        here = matcher.step(state, entry.name) if state else 0
+        key = (state, entry.name)
+        here = steps.get(key, -1)
+        if here < 0:
+            here = matcher.step(state, entry.name) if state else 0
+            if len(steps) < _REMEMBERED_STEPS:
+                steps[key] = here
         if matcher.accepts(here):
             full = f"{base}/{relative}"
             if entry.kind != "symlink" or _link_stays_inside(ctx, full):
