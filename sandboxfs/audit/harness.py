@@ -89,7 +89,12 @@ class Fixture:
 
 
 def snapshot(directory: Path) -> dict[str, tuple[int, int, str]]:
-    """Everything a change would show: type, size and content (or link target)."""
+    """Everything a change would show: type, size and content (or link target).
+
+    Not the modification time (the test suite's snapshot has it): a race case's
+    attacker moves a directory through the outside area and back, which updates the
+    moved directory's mtime without the server doing anything.
+    """
     result: dict[str, tuple[int, int, str]] = {}
     for dirpath, dirnames, filenames in os.walk(directory):
         for name in dirnames + filenames:
