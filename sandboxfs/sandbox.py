@@ -50,11 +50,13 @@ from sandboxfs.resolver import Location, Resolver, closing_fd
 from sandboxfs.revisions import (
     ABSENT,
     RevisionCache,
+    SameBytes,
     check,
     content_revision,
     describe_entry,
     exclusive_lock,
     file_revision,
+    holds_exactly,
     stat_key,
     tree_revision,
 )
@@ -138,6 +140,21 @@ def _require_regular(st: os.stat_result, path: str) -> None:
 
 def _same_file(a: os.stat_result, b: os.stat_result) -> bool:
     return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
+def _changed_after_read(path: str) -> Conflict:
+    return Conflict(
+        f"Revision mismatch for {path}: it changed after it was read; nothing was changed. "
+        "Read it again and retry."
+    )
+
+
+def _check(expected: str | SameBytes, current: str, path: str) -> None:
+    """Raise Conflict unless an entry whose revision is ``current`` meets ``expected``
+    (exact bytes are met only by a regular file, compared under the lock)."""
+    if isinstance(expected, SameBytes):
+        raise _changed_after_read(path)
+    check(expected, current, path)
 
 
 def _lstat_leaf(dir_fd: int, name: str) -> os.stat_result | None:
@@ -393,13 +410,14 @@ class Sandbox:
 
     @contextmanager
     def _guarded(
-        self, dir_fd: int, leaf: str, path: str, expected: str | None
+        self, dir_fd: int, leaf: str, path: str, expected: str | SameBytes | None
     ) -> Iterator[os.stat_result | None]:
         """Hold the entry ``leaf`` steady for a compare-and-mutate.
 
-        Yields its ``lstat`` (None if absent).  With ``expected``, first checks,
-        under an exclusive lock on the entry (released after the block), that it
-        still has that revision; a mismatch raises Conflict and nothing changes.
+        Yields its ``lstat`` (None if absent).  With ``expected`` (a revision, or
+        the exact bytes of a regular file), first checks, under an exclusive lock on
+        the entry (released after the block), that it still matches; a mismatch
+        raises Conflict and nothing changes.
         """
         if expected is None:
             yield _lstat_leaf(dir_fd, leaf)
@@ -407,13 +425,12 @@ class Sandbox:
         for _ in range(_GUARD_ATTEMPTS):
             st = _lstat_leaf(dir_fd, leaf)
             if st is None:
-                check(expected, ABSENT, path)
+                _check(expected, ABSENT, path)
                 yield None
                 return
             if stat.S_ISLNK(st.st_mode):
-                check(
-                    expected, content_revision(os.fsencode(os.readlink(leaf, dir_fd=dir_fd))), path
-                )
+                target = os.fsencode(os.readlink(leaf, dir_fd=dir_fd))
+                _check(expected, content_revision(target), path)
                 yield st
                 return
             fd = self._open_to_lock(dir_fd, leaf, st, path)
@@ -423,8 +440,12 @@ class Sandbox:
                 now = _lstat_leaf(dir_fd, leaf)
                 if now is None or not _same_file(now, os.fstat(fd)):
                     continue  # replaced while we waited for the lock: look again
-                current = self._revision_of_fd(fd, now, path, fresh=True)
-                check(expected, current or "unknown", path)
+                if isinstance(expected, SameBytes):
+                    if not (stat.S_ISREG(now.st_mode) and holds_exactly(fd, expected.data)):
+                        raise _changed_after_read(path)
+                else:
+                    current = self._revision_of_fd(fd, now, path, fresh=True)
+                    check(expected, current or "unknown", path)
                 yield now
                 return
         raise Conflict(f"{path} kept changing; try again")
@@ -530,15 +551,16 @@ class Sandbox:
             return self._stage(dir_fd, leaf, path, lambda fd: write_all(fd, data), replace=False)
 
     def replace_file(
-        self, path: str, data: bytes, *, expected: str | None = None
+        self, path: str, data: bytes, *, expected: str | SameBytes | None = None
     ) -> os.stat_result:
         """Write ``data`` to ``path`` atomically, creating it if missing.
 
         A symlink inside the allowed directories is written through.  The old
         file's permissions (never setuid/setgid), owner where permitted and
         extended attributes are kept.  With ``expected``, the file must still
-        have that revision (``absent``: must not exist), checked under a lock;
-        otherwise Conflict is raised and nothing changes.
+        have that revision (``absent``: must not exist) or hold exactly those
+        bytes, checked under a lock; otherwise Conflict is raised and nothing
+        changes.
         """
         dir_fd, leaf, _ = self.resolver.parent(path, follow_leaf=True)
         with closing_fd(dir_fd), self._guarded(dir_fd, leaf, path, expected) as st:

@@ -35,8 +35,10 @@ from sandboxfs.errors import (
     Unsupported,
 )
 from sandboxfs.limits import Limits
-from sandboxfs.revisions import ABSENT, content_revision, stat_key
+from sandboxfs.revisions import ABSENT, SameBytes, content_revision, holds_exactly, stat_key
 from sandboxfs.sandbox import Sandbox
+from sandboxfs.tools import CallContext
+from sandboxfs.tools.writing import edit_file
 
 
 @pytest.fixture(autouse=True)
@@ -420,6 +422,83 @@ def test_conditional_writes_hash_afresh_and_mend_the_cache(tree: Tree, sandbox: 
         sandbox.replace_file("f", b"lost update", expected=poisoned)  # ...a check does not
     assert target.read_bytes() == b"real"
     assert sandbox.revision("f") == content_revision(b"real")
+
+
+def test_holds_exactly_compares_every_byte(tree: Tree) -> None:
+    data = os.urandom(700_000)  # several read chunks
+    target = tree.root / "f"
+    target.write_bytes(data)
+    fd = os.open(target, os.O_RDONLY)
+    try:
+        assert holds_exactly(fd, data)
+        assert not holds_exactly(fd, data[:-1])
+        assert not holds_exactly(fd, data + b"x")
+        for at in (0, 300_000, len(data) - 1):  # same size, one byte differs
+            changed = bytearray(data)
+            changed[at] ^= 0xFF
+            assert not holds_exactly(fd, bytes(changed))
+    finally:
+        os.close(fd)
+    empty = tree.root / "empty"
+    empty.write_bytes(b"")
+    fd = os.open(empty, os.O_RDONLY)
+    try:
+        assert holds_exactly(fd, b"")
+        assert not holds_exactly(fd, b"x")
+    finally:
+        os.close(fd)
+
+
+def test_replace_conditional_on_the_exact_bytes_read(tree: Tree, sandbox: Sandbox) -> None:
+    target = tree.root / "f"
+    target.write_bytes(b"v1")
+    sandbox.replace_file("f", b"v2", expected=SameBytes(b"v1"))
+    assert target.read_bytes() == b"v2"
+    for stale in (b"v1", b"v2 and more", b""):
+        with pytest.raises(Conflict, match="Revision mismatch"):
+            sandbox.replace_file("f", b"lost", expected=SameBytes(stale))
+    assert target.read_bytes() == b"v2"
+    target.unlink()
+    with pytest.raises(Conflict, match="Revision mismatch"):
+        sandbox.replace_file("f", b"lost", expected=SameBytes(b"v2"))
+    assert not target.exists()
+    target.mkdir()
+    with pytest.raises(Conflict, match="Revision mismatch"):
+        sandbox.replace_file("f", b"lost", expected=SameBytes(b""))
+    assert target.is_dir()
+
+
+@pytest.mark.parametrize("sneak", [b"someone else's text\n", b"inside, changed!\n"])
+def test_an_edit_never_overwrites_a_change_made_after_its_read(tree: Tree, sneak: bytes) -> None:
+    """A writer that ignores our locks changes the file between the edit's read and
+    its write (the second one keeps the size and the times): the edit is refused."""
+    target = tree.root / "f"
+    target.write_bytes(b"inside, original\n")
+    before = target.stat()
+
+    class WriterSneaksIn(Sandbox):
+        def replace_file(self, path: str, data: bytes, **kwargs: object) -> os.stat_result:
+            target.write_bytes(sneak)
+            os.utime(target, ns=(before.st_atime_ns, before.st_mtime_ns))
+            return super().replace_file(path, data, **kwargs)  # type: ignore[arg-type]
+
+    plain = tree.sandbox()
+    ctx = CallContext(WriterSneaksIn(plain.resolver, plain.limits), Limits())
+    with pytest.raises(Conflict, match="Revision mismatch"):
+        edit_file(ctx, "f", [{"oldText": "original", "newText": "edited!!"}])
+    assert target.read_bytes() == sneak
+    assert os.listdir(tree.root) == ["f"]  # no staged file left behind
+
+
+def test_a_big_edit_reports_the_revision_of_what_it_wrote(tree: Tree, sandbox: Sandbox) -> None:
+    target = tree.root / "big.txt"
+    target.write_bytes(b"line\n" * 600_000 + b"the end\n")  # hashed in a helper thread
+    ctx = CallContext(sandbox, Limits())
+    result = edit_file(ctx, "big.txt", [{"oldText": "the end", "newText": "THE END"}])
+    assert target.read_bytes().endswith(b"THE END\n")
+    assert result.structured is not None
+    assert result.structured["revision"] == content_revision(target.read_bytes())
+    assert sandbox.revision("big.txt") == result.structured["revision"]
 
 
 def test_a_tree_over_the_revision_budget_has_none_in_reads(tree: Tree) -> None:

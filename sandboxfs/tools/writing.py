@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from sandboxfs.errors import InvalidArgument, LimitExceeded
-from sandboxfs.revisions import ABSENT, check, content_revision
+from sandboxfs.revisions import ABSENT, SameBytes, check, content_revision, revision_soon
 from sandboxfs.textedit import Edit, EditError, apply_edits, exact_edits_on_bytes
 from sandboxfs.tools.reading import whole_bytes
 from sandboxfs.tools.spec import (
@@ -76,8 +76,11 @@ def edit_file(
 ) -> ToolResult:
     with ctx.sandbox.open_file(path) as f:
         before = whole_bytes(f, ctx.limits.edit_bytes, path)
-    seen = content_revision(before)
-    check(expectedRevision, seen, path)
+    # The old revision is needed only to check or report it; the write below is
+    # conditional on the exact bytes read, which is as strong and cheaper.
+    seen = content_revision(before) if expectedRevision is not None or dryRun else None
+    if seen is not None:
+        check(expectedRevision, seen, path)
     wanted = [Edit(e["oldText"], e["newText"]) for e in edits]
     after = exact_edits_on_bytes(before, wanted, strict=strict, replace_all=replaceAll)
     if after is None:  # some edit needs the tolerant rules, or fails: on text
@@ -93,10 +96,12 @@ def edit_file(
             raise InvalidArgument(
                 "newText is not valid Unicode (it contains a lone surrogate)"
             ) from None
-    diff = unified_diff(before, after, path)
+    new_revision = None if dryRun else revision_soon(after)  # hashed meanwhile
     if not dryRun:
         # Conditional on the bytes just read: a concurrent change is never overwritten.
-        ctx.sandbox.replace_file(path, after, expected=seen)
+        ctx.sandbox.replace_file(path, after, expected=SameBytes(before))
+    diff = unified_diff(before, after, path)
+    revision = seen if new_revision is None else new_revision()
     return ToolResult(
         text=fenced(diff),
         structured={
@@ -104,7 +109,7 @@ def edit_file(
             "diff": diff,
             "dryRun": dryRun,
             "edits": len(edits),
-            "revision": seen if dryRun else content_revision(after),
+            "revision": revision,
         },
     )
 
