@@ -29,8 +29,6 @@ from dataclasses import dataclass, field
 from typing import Any, Final, final
 
 import trio
-from hypercorn.config import Config
-from hypercorn.trio import serve
 from mcp.server.transport_security import TransportSecuritySettings
 
 from sandboxfs.server import SandboxfsServer
@@ -209,6 +207,10 @@ async def serve_http(
     server: SandboxfsServer, listener: socket.socket, options: SidecarOptions
 ) -> None:
     """Serve until SIGTERM or SIGINT, then drain calls in flight and return."""
+    # Imported here: a stdio server never needs Hypercorn (and starts faster without it).
+    from hypercorn.config import Config  # noqa: PLC0415
+    from hypercorn.trio import serve  # noqa: PLC0415
+
     mcp_app = server.server.streamable_http_app(
         streamable_http_path=MCP_PATH,
         json_response=options.json_response,
