@@ -16,7 +16,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar, final
 
-import jsonschema
 import mcp_types as types
 import pydantic_core
 import trio
@@ -29,6 +28,7 @@ from pydantic import ValidationError
 from sandboxfs import __version__
 from sandboxfs.access import AccessControl, Effective, local_path, roots_from_uris
 from sandboxfs.accounts import Accounts
+from sandboxfs.argcheck import compile_schema
 from sandboxfs.auditlog import AuditLog
 from sandboxfs.blocking import BlockingRunner
 from sandboxfs.errors import AccessDenied, IsADirectory, NotFound, SandboxError
@@ -107,11 +107,19 @@ def _clean_each(value: Any) -> Any:
     return value
 
 
-def _argument_error(error: jsonschema.ValidationError) -> str:
-    where = "/".join(str(p) for p in error.absolute_path)
-    if error.validator == "additionalProperties":
-        return error.message
-    return f"'{where}': {error.message}" if where else error.message
+def _argument_problems(schema: dict[str, Any], arguments: dict[str, Any]) -> str:
+    """Why ``arguments`` do not satisfy ``schema``, as jsonschema explains it."""
+    import jsonschema  # noqa: PLC0415 - only refusals need it (and it is slow to import)
+
+    errors = jsonschema.Draft202012Validator(schema).iter_errors(arguments)
+    problems = []
+    for error in sorted(errors, key=str):
+        where = "/".join(str(p) for p in error.absolute_path)
+        if error.validator == "additionalProperties" or not where:
+            problems.append(error.message)
+        else:
+            problems.append(f"'{where}': {error.message}")
+    return "; ".join(problems) or "they do not match the tool's input schema"
 
 
 def error_result(message: str, code: str = "EINVAL") -> types.CallToolResult:
@@ -203,9 +211,8 @@ class SandboxfsServer:
         self.exit_code = 0
         self.specs = served_tools(read_only=options.read_only)
         self.by_name = {spec.name: spec for spec in self.specs}
-        self.validators = {
-            spec.name: jsonschema.Draft202012Validator(spec.input_schema()) for spec in self.specs
-        }
+        self.schemas = {spec.name: spec.input_schema() for spec in self.specs}
+        self.arguments_ok = {name: compile_schema(schema) for name, schema in self.schemas.items()}
         self.mcp_tools = [_mcp_tool(spec) for spec in self.specs]
         limits = options.limits
         self.runner = BlockingRunner(
@@ -337,9 +344,8 @@ class SandboxfsServer:
         if spec is None:
             raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {params.name}")
         arguments = params.arguments or {}
-        problems = sorted(self.validators[spec.name].iter_errors(arguments), key=str)
-        if problems:
-            details = "; ".join(_argument_error(p) for p in problems)
+        if not self.arguments_ok[spec.name](arguments):
+            details = _argument_problems(self.schemas[spec.name], arguments)
             return error_result(f"Invalid arguments for tool {spec.name}: {details}")
         try:
             effective = await self._effective(ctx)

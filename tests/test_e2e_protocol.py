@@ -256,3 +256,27 @@ def test_refuses_to_start_without_openat2(tree: Tree) -> None:
         )
         assert result.returncode == 1
         assert reason in result.stderr and "never falls back" in result.stderr
+
+
+def test_bad_arguments_are_refused_with_what_is_wrong(tree: Tree) -> None:
+    (tree.root / "a.txt").write_text("one\ntwo\n")
+
+    async def main() -> None:
+        for era in ERAS:
+            async with session(str(tree.root), era=era) as s:
+                wrong_type = await s.error("read_text_file", path="a.txt", head="2")
+                assert wrong_type.startswith("Invalid arguments for tool read_text_file:")
+                assert "'head': '2' is not of type 'integer'" in wrong_type
+                unknown = await s.error("read_text_file", path="a.txt", lines=2)
+                assert "Additional properties are not allowed ('lines' was unexpected)" in unknown
+                missing = await s.error("edit_file", path="a.txt")
+                assert "'edits' is a required property" in missing
+                nested = await s.error("edit_file", path="a.txt", edits=[{"oldText": "one"}])
+                assert "'edits/0': 'newText' is a required property" in nested
+                empty = await s.error("read_multiple_files", paths=[])
+                assert "'paths': [] should be non-empty" in empty
+                assert (tree.root / "a.txt").read_text() == "one\ntwo\n"
+                one = await s.text("read_text_file", path="a.txt", head=1)
+                assert await s.text("read_text_file", path="a.txt", head=1.0) == one
+
+    run(main)
