@@ -23,6 +23,7 @@ from sandboxfs.access import AccessControl
 from sandboxfs.accounts import Accounts
 from sandboxfs.allowlist import AllowList, Root
 from sandboxfs.auditlog import AuditLog
+from sandboxfs.fastlane import NO_FAST_LANE_ENV, FastLane
 from sandboxfs.limits import LIMIT_HELP, Limits
 from sandboxfs.server import SUPPORTED_VERSIONS, SandboxfsServer, ServerOptions
 from sandboxfs.sidecar import TOKEN_ENV, Endpoint, SidecarOptions, listen, serve_http
@@ -319,6 +320,7 @@ def serve(args: Arguments) -> int:
     assert wire is not None
     closer = InputCloser()
     server = SandboxfsServer(options, access, closer)
+    lane = None if os.environ.get(NO_FAST_LANE_ENV) else FastLane(server.run_lane_tool)
     log.info("sandboxfs %s serving MCP on stdio", __version__)
     trio.run(
         lambda: serve_stdio(
@@ -327,6 +329,7 @@ def serve(args: Arguments) -> int:
             max_line=args.limits.line_bytes,
             versions=SUPPORTED_VERSIONS,
             closer=closer,
+            lane=lane,
         )
     )
     return server.exit_code

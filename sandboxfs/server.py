@@ -182,6 +182,16 @@ def _mcp_tool(spec: ToolSpec) -> types.Tool:
 
 
 @final
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who makes a tool call, as the audit log and the era-specific messages need it."""
+
+    protocol_version: str
+    client: str | None = None
+    peer: str | None = None
+
+
+@final
 @dataclass(frozen=True)
 class ServerOptions:
     """What the command line decided about serving."""
@@ -297,9 +307,6 @@ class SandboxfsServer:
     ) -> types.ListToolsResult:
         return types.ListToolsResult(tools=self.mcp_tools)
 
-    async def _effective(self, ctx: ServerRequestContext[Any]) -> Effective:
-        return await self.access.ready()
-
     def _sandbox(self, effective: Effective) -> Sandbox:
         resolver = Resolver(
             effective.allow,
@@ -317,19 +324,26 @@ class SandboxfsServer:
     async def call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
+        caller = Caller(ctx.protocol_version, client=_client_name(ctx), peer=_peer(ctx))
+        return await self.run_tool(params.name, params.arguments or {}, caller)
+
+    async def run_tool(
+        self, name: str, arguments: dict[str, Any], caller: Caller
+    ) -> types.CallToolResult:
+        """One tool call, audited: the SDK's handler and the fast lane both come here."""
         started = time.monotonic()
-        result = await self._call_tool(ctx, params)
+        result = await self._run_tool(name, arguments, caller)
         structured = result.structured_content
         error = (
             structured.get("error") if result.is_error and isinstance(structured, dict) else None
         )
         self.options.audit.record(
-            tool=params.name,
-            arguments=params.arguments or {},
-            era="2026" if ctx.protocol_version in MODERN_PROTOCOL_VERSIONS else "2025",
-            protocol=ctx.protocol_version,
-            client=_client_name(ctx),
-            peer=_peer(ctx),
+            tool=name,
+            arguments=arguments,
+            era="2026" if caller.protocol_version in MODERN_PROTOCOL_VERSIONS else "2025",
+            protocol=caller.protocol_version,
+            client=caller.client,
+            peer=caller.peer,
             outcome="error" if result.is_error else "ok",
             code=error.get("code") if isinstance(error, dict) else None,
             size=sum(len(getattr(c, "text", "") or getattr(c, "data", "")) for c in result.content),
@@ -337,22 +351,27 @@ class SandboxfsServer:
         )
         return result
 
-    async def _call_tool(
-        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    async def run_lane_tool(
+        self, name: str, arguments: dict[str, Any], protocol_version: str, client: str | None
     ) -> types.CallToolResult:
-        spec = self.by_name.get(params.name)
+        """:meth:`run_tool` for the fast lane, which maps unexpected errors itself."""
+        return await self.run_tool(name, arguments, Caller(protocol_version, client=client))
+
+    async def _run_tool(
+        self, name: str, arguments: dict[str, Any], caller: Caller
+    ) -> types.CallToolResult:
+        spec = self.by_name.get(name)
         if spec is None:
-            raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {params.name}")
-        arguments = params.arguments or {}
+            raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {name}")
         if not self.arguments_ok[spec.name](arguments):
             details = _argument_problems(self.schemas[spec.name], arguments)
             return error_result(f"Invalid arguments for tool {spec.name}: {details}")
         try:
-            effective = await self._effective(ctx)
+            effective = await self.access.ready()
         except SandboxError as exc:
             return error_result(str(exc), exc.code)
         if effective.allow.empty and spec.name != "list_allowed_directories":
-            modern = ctx.protocol_version in MODERN_PROTOCOL_VERSIONS
+            modern = caller.protocol_version in MODERN_PROTOCOL_VERSIONS
             message = (
                 _NO_DIRECTORIES_2026
                 if modern and self.access.cli.empty
@@ -413,7 +432,7 @@ class SandboxfsServer:
                 data={"uri": uri},
             )
         try:
-            effective = await self._effective(ctx)
+            effective = await self.access.ready()
             sandbox = self._sandbox(effective)
             limit = self.options.limits.read_bytes
 

@@ -9,6 +9,9 @@ Closes the SDK stdio gaps (see PROTOCOL.md):
 * an error the SDK would send as ``{"code": 0, "message": str(exc)}`` (which
   can carry host paths) is rewritten to -32603 "Internal error";
 * at end of input, requests still running are answered before exiting;
+* with a :class:`~sandboxfs.fastlane.FastLane`, the requests it takes are
+  answered here, in a task of their own, without the SDK (a
+  ``notifications/cancelled`` for one of them cancels it, unanswered);
 * the wire uses private copies of fds 0 and 1; fd 0 becomes /dev/null and
   fd 1 stderr, so a stray print() cannot corrupt the stream.
 
@@ -32,8 +35,13 @@ import mcp_types as types
 import trio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.server.lowlevel.server import Server
+from mcp.shared.dispatcher import coerce_request_id
+from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
+from pydantic_core import to_json
+
+from sandboxfs.fastlane import FastLane, Job
 
 log = logging.getLogger("sandboxfs")
 
@@ -47,7 +55,8 @@ _PIPE_BYTES: Final = 1024 * 1024
 #: Frames at least this big are sent without a copy to append the newline.
 _SPLIT_FRAME: Final = 64 * 1024
 
-#: What the relay writes: a server message, or a frame the reader already encoded.
+#: What the relay writes: a server message, or a frame already encoded (by the
+#: reader, or for a request the fast lane answered).
 Outgoing: TypeAlias = SessionMessage | bytes
 
 
@@ -58,6 +67,12 @@ def error_frame(request_id: Any, code: int, message: str, data: Any = None) -> b
         error["data"] = data
     frame = {"jsonrpc": "2.0", "id": request_id, "error": error}
     return (json.dumps(frame, separators=(",", ":")) + "\n").encode()
+
+
+def _framed(frame: bytes) -> bytes:
+    """A JSON frame with its newline; a big one without (the relay sends it apart,
+    sparing a copy of the frame)."""
+    return frame + b"\n" if len(frame) < _SPLIT_FRAME else frame
 
 
 def _valid_id(value: Any) -> bool:
@@ -189,12 +204,30 @@ class _Connection:
     same stream as the server's messages, already encoded.
     """
 
-    def __init__(self, max_line: int, versions: Sequence[str], closer: InputCloser) -> None:
+    def __init__(
+        self,
+        max_line: int,
+        versions: Sequence[str],
+        closer: InputCloser,
+        lane: FastLane | None,
+        nursery: trio.Nursery,
+    ) -> None:
         self.max_line = max_line
         self.versions = versions
         self.reader_scope = closer.scope
+        self.lane = lane
+        self.nursery = nursery
         self.in_flight: set[Any] = set()
         self.drained = trio.Event()
+        #: Requests the lane is answering, by coerced id: what cancels them.
+        self.lane_calls: dict[Any, trio.CancelScope] = {}
+
+    def settled(self, request_id: Any) -> None:
+        """A request was answered, or cancelled by the client (then it never will be)."""
+        if isinstance(request_id, int | str) and not isinstance(request_id, bool):
+            self.in_flight.discard(coerce_request_id(request_id))
+        if not self.in_flight:
+            self.drained.set()
 
     @staticmethod
     async def answer(replies: MemoryObjectSendStream[Outgoing], frame: bytes) -> None:
@@ -217,9 +250,57 @@ class _Connection:
         if isinstance(item, bytes):
             await self.answer(replies, item)
             return
-        if isinstance(item.message, types.JSONRPCRequest):
-            self.in_flight.add(item.message.id)
+        message = item.message
+        if isinstance(message, types.JSONRPCRequest):
+            self.in_flight.add(coerce_request_id(message.id))
+            if self.lane is not None:
+                job = self.lane.route(message)
+                if job is not None:
+                    self.nursery.start_soon(self.run_lane_job, message.id, job, replies)
+                    return
+                self.lane.forwarded(message)
+        elif (
+            isinstance(message, types.JSONRPCNotification)
+            and message.method == "notifications/cancelled"
+        ):
+            cancelled = (message.params or {}).get("requestId")
+            self.cancel_lane_job(cancelled)
+            self.settled(cancelled)
         await out.send(item)
+
+    async def run_lane_job(
+        self, request_id: Any, job: Job, replies: MemoryObjectSendStream[Outgoing]
+    ) -> None:
+        """Answer one request the lane took, unless the client cancels it."""
+        key = coerce_request_id(request_id)
+        frame = None
+        with trio.CancelScope() as scope:
+            self.lane_calls[key] = scope
+            try:
+                result = await job()
+                frame = _framed(to_json({"jsonrpc": "2.0", "id": request_id, "result": result}))
+            except MCPError as exc:
+                error = exc.error
+                frame = error_frame(request_id, error.code, error.message, error.data)
+            except Exception:
+                log.exception("internal error in a fast-lane request")
+                frame = error_frame(request_id, types.INTERNAL_ERROR, "Internal error")
+            finally:
+                if self.lane_calls.get(key) is scope:
+                    del self.lane_calls[key]
+        if frame is not None and not scope.cancel_called:
+            await self.answer(replies, frame)
+        self.settled(request_id)
+
+    def cancel_lane_job(self, request_id: Any) -> None:
+        if (
+            self.lane_calls
+            and isinstance(request_id, int | str)
+            and not isinstance(request_id, bool)
+        ):
+            scope = self.lane_calls.get(coerce_request_id(request_id))
+            if scope is not None:
+                scope.cancel()
 
     async def reader(
         self,
@@ -238,6 +319,7 @@ class _Connection:
             # End of input: answer what is still running before the server sees EOF
             # (the SDK would cancel it and answer -32000 "Connection closed").
             if self.in_flight:
+                self.drained = trio.Event()  # set once the last of them settles
                 with trio.move_on_after(EOF_DRAIN_TIMEOUT):
                     await self.drained.wait()
 
@@ -246,14 +328,15 @@ class _Connection:
         if isinstance(item, bytes):
             return item
         message = _sanitize(item.message, self.versions)
+        if self.lane is not None:
+            self.lane.sent(message)
         if isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
-            self.in_flight.discard(message.id)
-            if not self.in_flight:
-                self.drained.set()
+            self.settled(message.id)
         # Straight to bytes: model_dump_json would decode them into a str first, and a
         # big result would then be copied twice more on its way out.
-        frame = message.__pydantic_serializer__.to_json(message, by_alias=True, exclude_unset=True)
-        return frame + b"\n" if len(frame) < _SPLIT_FRAME else frame
+        return _framed(
+            message.__pydantic_serializer__.to_json(message, by_alias=True, exclude_unset=True)
+        )
 
     async def relay(
         self, source: MemoryObjectReceiveStream[Outgoing], stdout: trio.lowlevel.FdStream
@@ -300,11 +383,11 @@ async def serve_stdio(
     max_line: int,
     versions: Sequence[str],
     closer: InputCloser | None = None,
+    lane: FastLane | None = None,
 ) -> None:
     """Serve ``server`` over the ``wire`` fds (from :func:`take_stdio`) until end of
-    input (or ``closer``)."""
+    input (or ``closer``), the requests ``lane`` takes without the SDK."""
     wire_in, wire_out = wire
-    connection = _Connection(max_line, versions, closer or InputCloser())
     to_server, server_in = anyio.create_memory_object_stream[SessionMessage | Exception](16)
     outgoing, to_client = anyio.create_memory_object_stream[Outgoing](64)
     server_out = cast("MemoryObjectSendStream[SessionMessage]", outgoing.clone())
@@ -313,6 +396,7 @@ async def serve_stdio(
         trio.lowlevel.FdStream(wire_out) as stdout,
         trio.open_nursery() as nursery,
     ):
+        connection = _Connection(max_line, versions, closer or InputCloser(), lane, nursery)
         nursery.start_soon(connection.reader, stdin, to_server, outgoing)
         nursery.start_soon(connection.relay, to_client, stdout)
         await server.run(server_in, server_out, server.create_initialization_options())

@@ -1,0 +1,167 @@
+"""The fast lane answers exactly as the SDK would, and honours cancellation."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from helpers import Tree
+from mcp_client import SERVER, server_env
+from sandboxfs.fastlane import NO_FAST_LANE_ENV
+
+LANE_OPEN = "Fast lane open"
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+)
+
+
+def request(request_id: int, method: str, params: dict[str, Any] | None = None) -> str:
+    body: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+    if params is not None:
+        body["params"] = params
+    return json.dumps(body)
+
+
+def tool(request_id: int, name: str, **arguments: Any) -> str:
+    return request(request_id, "tools/call", {"name": name, "arguments": arguments})
+
+
+def initialize(version: str) -> list[str]:
+    params = {
+        "protocolVersion": version,
+        "capabilities": {},
+        "clientInfo": {"name": "differential", "version": "1"},
+    }
+    initialized = json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    return [request(0, "initialize", params), initialized]
+
+
+def exchange(
+    root: Path, lines: list[str], env: dict[str, str] | None = None
+) -> tuple[dict[Any, Any], str]:
+    """Every reply by id (the order of answers is not the order of requests), and stderr."""
+    data = "".join(line + "\n" for line in lines).encode()
+    proc = subprocess.run(
+        [*SERVER, str(root)],
+        input=data,
+        capture_output=True,
+        timeout=60,
+        env=server_env(env),
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr.decode()
+    replies = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+    by_id = {reply.get("id"): reply for reply in replies}
+    assert len(by_id) == len(replies), replies
+    return by_id, proc.stderr.decode()
+
+
+def populate(root: Path) -> None:
+    if root.exists():
+        shutil.rmtree(root)
+    (root / "sub").mkdir(parents=True)
+    (root / "a.txt").write_text("one\ntwo\nthree\n")
+    (root / "sub" / "b.py").write_text("print('b')\n")
+    (root / "pixel.png").write_bytes(PNG)
+    (root / "latin1.txt").write_bytes(b"caf\xe9\n")
+    for name in ("edit.txt", "move.txt", "delete.txt"):
+        (root / "w" / name).parent.mkdir(exist_ok=True)
+        (root / "w" / name).write_text("one\ntwo\n")
+    for path in [*root.rglob("*"), root]:  # revisions of directories include mtimes
+        os.utime(path, ns=(1_700_000_000 * 10**9, 1_700_000_000 * 10**9))
+
+
+# Requests run concurrently: the mutations touch only w/, which nothing else reads.
+CALLS = [
+    tool(1, "read_text_file", path="a.txt"),
+    tool(2, "read_text_file", path="a.txt", head=2),
+    tool(3, "read_text_file", path="a.txt", tail=1),
+    tool(4, "read_file", path="latin1.txt"),
+    tool(5, "read_media_file", path="pixel.png"),
+    tool(6, "read_multiple_files", paths=["a.txt", "missing.txt", "sub/b.py"]),
+    tool(7, "list_directory", path="sub"),
+    tool(8, "list_directory_with_sizes", path="sub", sortBy="size"),
+    tool(9, "directory_tree", path="sub"),
+    tool(10, "search_files", path="sub", pattern="**/*.py"),
+    tool(11, "grep_files", pattern="t", path="sub"),
+    tool(12, "list_allowed_directories"),
+    tool(13, "read_text_file", path="missing.txt"),
+    tool(14, "read_text_file", path="../outside.txt"),
+    tool(15, "read_text_file", path="a.txt", head="2"),
+    tool(16, "read_text_file", path="a.txt", unknown=True),
+    tool(17, "no_such_tool"),
+    tool(18, "write_file", path="w/new.txt", content="fresh\n"),
+    tool(19, "edit_file", path="w/edit.txt", edits=[{"oldText": "two", "newText": "TWO"}]),
+    tool(20, "create_directory", path="w/made/deep"),
+    tool(21, "move_file", source="w/move.txt", destination="w/moved.txt"),
+    tool(22, "delete_file", path="w/delete.txt"),
+    request(23, "ping"),
+    request(24, "tools/call", {"name": "list_allowed_directories", "_meta": {"progressToken": 5}}),
+    request(25, "tools/call", {"name": "read_text_file", "arguments": {"path": "a.txt"}, "x": 1}),
+    request(26, "tools/call", {"name": "read_text_file", "arguments": None}),
+    request(27, "tools/list"),
+]
+
+
+@pytest.mark.parametrize("version", ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"])
+def test_the_lane_answers_as_the_sdk_does(tree: Tree, version: str) -> None:
+    answers = {}
+    for lane in (True, False):
+        populate(tree.root)
+        env = None if lane else {NO_FAST_LANE_ENV: "1"}
+        answers[lane], log = exchange(tree.root, [*initialize(version), *CALLS], env)
+        assert (LANE_OPEN in log) is lane
+        assert (tree.root / "w" / "edit.txt").read_text() == "one\nTWO\n"
+        assert sorted(p.name for p in (tree.root / "w").iterdir()) == [
+            "edit.txt",
+            "made",
+            "moved.txt",
+            "new.txt",
+        ]
+    assert set(answers[True]) == {0, *range(1, 28)}
+    for request_id in sorted(answers[True]):
+        assert answers[True][request_id] == answers[False][request_id], request_id
+
+
+def test_the_lane_stays_shut_on_a_2026_connection(tree: Tree) -> None:
+    populate(tree.root)
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    call = request(1, "tools/call", {"name": "list_allowed_directories", "_meta": meta})
+    answers, log = exchange(tree.root, [call, request(2, "ping", {"_meta": meta})])
+    assert LANE_OPEN not in log
+    assert answers[1]["result"]["resultType"] == "complete"
+    assert answers[2]["error"]["code"] == -32601  # no ping in 2026-07-28
+
+
+def test_a_cancelled_lane_call_is_never_answered(tree: Tree) -> None:
+    populate(tree.root)
+    (tree.root / "slow.txt").write_text("slow")
+    cancel = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "method": "notifications/cancelled",
+            "params": {"requestId": "1", "reason": "changed my mind"},  # ids correlate as the SDK's
+        }
+    )
+    lines = [*initialize("2025-06-18"), tool(1, "read_text_file", path="slow.txt")]
+    started = time.monotonic()
+    answers, log = exchange(
+        tree.root,
+        [*lines, cancel, tool(2, "read_text_file", path="a.txt")],
+        env={"SANDBOXFS_TEST_STALL": "3:slow"},
+    )
+    assert LANE_OPEN in log
+    assert 1 not in answers
+    assert answers[2]["result"]["content"][0]["text"] == "one\ntwo\nthree\n"
+    assert time.monotonic() - started < 15  # end of input did not wait for the cancelled call
