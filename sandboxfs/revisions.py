@@ -151,12 +151,11 @@ class RevisionCache:
 
 
 def tree_revision(lines: Iterator[str]) -> str:
-    """The revision of a tree from its entries' description lines (any order)."""
-    digest = hashlib.sha256()
-    for line in sorted(lines):
-        digest.update(line.encode("utf-8", "surrogateescape"))
-        digest.update(b"\n")
-    return "tree:" + digest.hexdigest()
+    """The revision of a tree from its entries' description lines (any order): the
+    SHA-256 of the sorted lines, each ended by a newline."""
+    ordered = sorted(lines)
+    text = "\n".join(ordered) + "\n" if ordered else ""
+    return "tree:" + hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
 
 
 def describe_entry(relative: str, kind: str, st: os.stat_result, target: str = "") -> str:

@@ -5,6 +5,7 @@ Real files and real syscalls; nothing is mocked.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import resource
 import signal
@@ -35,7 +36,14 @@ from sandboxfs.errors import (
     Unsupported,
 )
 from sandboxfs.limits import Limits
-from sandboxfs.revisions import ABSENT, SameBytes, content_revision, holds_exactly, stat_key
+from sandboxfs.revisions import (
+    ABSENT,
+    SameBytes,
+    content_revision,
+    holds_exactly,
+    stat_key,
+    tree_revision,
+)
 from sandboxfs.sandbox import Sandbox
 from sandboxfs.tools import CallContext
 from sandboxfs.tools.writing import edit_file
@@ -499,6 +507,14 @@ def test_a_big_edit_reports_the_revision_of_what_it_wrote(tree: Tree, sandbox: S
     assert result.structured is not None
     assert result.structured["revision"] == content_revision(target.read_bytes())
     assert sandbox.revision("big.txt") == result.structured["revision"]
+
+
+def test_a_tree_revision_is_the_hash_of_its_sorted_lines() -> None:
+    """Revisions outlive a server process: their definition must not drift."""
+    lines = ["b\0file\x001\x002\0", "a\0directory\x000\x005\0", "caf\udce9\0file\x003\x004\0"]
+    text = b"".join(line.encode("utf-8", "surrogateescape") + b"\n" for line in sorted(lines))
+    assert tree_revision(iter(lines)) == "tree:" + hashlib.sha256(text).hexdigest()
+    assert tree_revision(iter([])) == "tree:" + hashlib.sha256(b"").hexdigest()
 
 
 def test_a_tree_over_the_revision_budget_has_none_in_reads(tree: Tree) -> None:
