@@ -2,6 +2,6 @@
 
 import sys
 
-from sandboxfs.cli import main
+from sandboxfs.launch import main
 
 sys.exit(main())
