@@ -46,7 +46,7 @@ from sandboxfs.revisions import (
 )
 from sandboxfs.sandbox import Sandbox
 from sandboxfs.tools import CallContext
-from sandboxfs.tools.writing import edit_file
+from sandboxfs.tools.writing import edit_file, move_file
 
 
 @pytest.fixture(autouse=True)
@@ -515,6 +515,16 @@ def test_a_tree_revision_is_the_hash_of_its_sorted_lines() -> None:
     text = b"".join(line.encode("utf-8", "surrogateescape") + b"\n" for line in sorted(lines))
     assert tree_revision(iter(lines)) == "tree:" + hashlib.sha256(text).hexdigest()
     assert tree_revision(iter([])) == "tree:" + hashlib.sha256(b"").hexdigest()
+
+
+def test_moving_a_symlink_that_leads_outside_reports_success(tree: Tree, sandbox: Sandbox) -> None:
+    """Found by the stateful test: the move happened, then computing the revision of
+    what it left (following the link outside) failed, and the tool reported an error."""
+    (tree.root / "a").symlink_to("../outside/secret.txt")
+    result = move_file(CallContext(sandbox, Limits()), "a", "b")
+    assert result.structured == {"source": "a", "destination": "b", "revision": None}
+    assert os.readlink(tree.root / "b") == "../outside/secret.txt"
+    assert not (tree.root / "a").is_symlink()
 
 
 def test_a_tree_over_the_revision_budget_has_none_in_reads(tree: Tree) -> None:

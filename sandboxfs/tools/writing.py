@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sandboxfs.errors import InvalidArgument, LimitExceeded
+from sandboxfs.errors import InvalidArgument, LimitExceeded, SandboxError
 from sandboxfs.revisions import ABSENT, SameBytes, check, content_revision, revision_soon
 from sandboxfs.textedit import Edit, EditError, apply_edits, exact_edits_on_bytes
 from sandboxfs.tools.reading import whole_bytes
@@ -18,6 +18,16 @@ from sandboxfs.tools.spec import (
     path_param,
 )
 from sandboxfs.unidiff import fenced, unified_diff
+
+
+def _revision_after(ctx: CallContext, path: str) -> str | None:
+    """The revision of what a mutation left at ``path``, or None when it cannot be
+    told (a symlink moved there may lead outside).  The change is made by then: an
+    error now would report a done change as not done."""
+    try:
+        return ctx.sandbox.revision(path)
+    except SandboxError:
+        return None
 
 
 def encode_content(content: str, ctx: CallContext) -> bytes:
@@ -58,7 +68,7 @@ def append_file(
             "path": path,
             "appended": len(data),
             "size": st.st_size,
-            "revision": ctx.sandbox.revision(path),
+            "revision": _revision_after(ctx, path),
         },
     )
 
@@ -120,7 +130,7 @@ def create_directory(
     created = ctx.sandbox.make_dirs(path, expected=expectedRevision)
     return ToolResult(
         text=f"Successfully created directory {path}",
-        structured={"path": path, "created": created, "revision": ctx.sandbox.revision(path)},
+        structured={"path": path, "created": created, "revision": _revision_after(ctx, path)},
     )
 
 
@@ -144,7 +154,7 @@ def move_file(
         structured={
             "source": source,
             "destination": destination,
-            "revision": ctx.sandbox.revision(destination),
+            "revision": _revision_after(ctx, destination),
         },
     )
 
@@ -170,7 +180,7 @@ def copy_file(
             "source": source,
             "destination": destination,
             "size": st.st_size,
-            "revision": ctx.sandbox.revision(destination),
+            "revision": _revision_after(ctx, destination),
         },
     )
 
