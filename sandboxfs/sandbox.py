@@ -142,6 +142,19 @@ def _same_file(a: os.stat_result, b: os.stat_result) -> bool:
     return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
 
 
+def _lstat_all(dir_fd: int) -> list[tuple[str, os.stat_result]]:
+    """Every entry of the directory open at ``dir_fd`` with its ``lstat`` (entries
+    removed while it is read are left out)."""
+    found = []
+    with os.scandir(dir_fd) as it:
+        for item in it:
+            try:
+                found.append((item.name, item.stat(follow_symlinks=False)))
+            except FileNotFoundError:
+                continue
+    return found
+
+
 def _changed_after_read(path: str) -> Conflict:
     return Conflict(
         f"Revision mismatch for {path}: it changed after it was read; nothing was changed. "
@@ -268,6 +281,20 @@ class Sandbox:
         with closing_fd(fd), self.resolver.watch.step(path):
             return self._read_entries(fd, path, with_stat)
 
+    def list_dir_and_revision(self, path: str) -> tuple[list[Entry], str | None]:
+        """The entries of the directory ``path`` (with their ``lstat``) and its revision
+        (None above the revision budget), both from one reading of it."""
+        fd, _ = self.resolver.open(path, _LIST_FLAGS)
+        with closing_fd(fd), self.resolver.watch.step(path):
+            entries = self._read_entries(fd, path, with_stat=True)
+            budget = self.limits.revision_entries
+            try:
+                return entries, tree_revision(self._tree_lines(fd, path, budget, entries))
+            except _TooManyEntries:
+                return entries, None
+            except OSError as exc:
+                raise from_oserror(exc, path) from None
+
     def scan(self, loc: Location, path: str, *, with_stat: bool = False) -> list[Entry]:
         """The entries of the directory at ``loc``, reopened beneath its root and not
         followed if it has become a symlink.  ``path`` names it in errors."""
@@ -326,36 +353,39 @@ class Sandbox:
             self.revisions.put(key, revision)
         return revision
 
-    def _tree_lines(self, dir_fd: int, path: str, budget: int) -> Iterator[str]:
+    def _tree_lines(
+        self, dir_fd: int, path: str, budget: int, top: list[Entry] | None = None
+    ) -> Iterator[str]:
         """Description lines of everything below ``dir_fd``, walked through descriptors
-        opened beneath it without following symlinks.  More than ``budget`` entries
-        raise :class:`_TooManyEntries`."""
+        opened beneath it without following symlinks; ``top`` (entries with their
+        ``lstat``, read from ``dir_fd``) spares reading the first level again.  More
+        than ``budget`` entries raise :class:`_TooManyEntries`."""
         pending: list[tuple[int, str]] = [(os.dup(dir_fd), "")]
         seen = 0
         max_slashes = self.limits.tree_depth
         try:
             while pending:
                 fd, prefix = pending.pop()
-                with closing_fd(fd), self.resolver.watch.step(path), os.scandir(fd) as it:
-                    for item in it:
+                with closing_fd(fd), self.resolver.watch.step(path):
+                    if top is not None and not prefix:
+                        level = [(e.name, e.lstat) for e in top if e.lstat is not None]
+                    else:
+                        level = _lstat_all(fd)
+                    for name, st in level:
                         seen += 1
                         if seen > budget:
                             raise _TooManyEntries(budget)
-                        try:
-                            st = item.stat(follow_symlinks=False)
-                        except FileNotFoundError:
-                            continue  # removed while we were reading
-                        relative = prefix + item.name
+                        relative = prefix + name
                         mode = st.st_mode
                         if stat.S_ISDIR(mode):
                             yield describe_entry(relative, "directory", st)
                             if relative.count("/") < max_slashes:
                                 child = syscalls.openat2(
-                                    fd, item.name, _LIST_FLAGS | os.O_NOFOLLOW, resolve=LEAF_RESOLVE
+                                    fd, name, _LIST_FLAGS | os.O_NOFOLLOW, resolve=LEAF_RESOLVE
                                 )
                                 pending.append((child, relative + "/"))
                         elif stat.S_ISLNK(mode):
-                            target = os.readlink(item.name, dir_fd=fd)
+                            target = os.readlink(name, dir_fd=fd)
                             yield describe_entry(relative, "symlink", st, target)
                         else:
                             yield describe_entry(relative, kind_of(mode), st)

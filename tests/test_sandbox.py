@@ -527,6 +527,25 @@ def test_moving_a_symlink_that_leads_outside_reports_success(tree: Tree, sandbox
     assert not (tree.root / "a").is_symlink()
 
 
+def test_a_listing_and_its_revision_come_from_one_reading(tree: Tree) -> None:
+    (tree.root / "d" / "e").mkdir(parents=True)
+    (tree.root / "d" / "e" / "f.txt").write_text("deep")
+    (tree.root / "d" / "g.txt").write_text("g")
+    (tree.root / "d" / "link").symlink_to("g.txt")
+    sandbox = Sandbox(tree.sandbox().resolver, Limits(revision_entries=4))
+    entries, revision = sandbox.list_dir_and_revision("d")
+    assert [(e.name, e.kind) for e in entries] == [
+        ("e", "directory"),
+        ("g.txt", "file"),
+        ("link", "symlink"),
+    ]
+    assert all(e.lstat is not None for e in entries)
+    assert revision is not None and revision == sandbox.revision("d")
+    (tree.root / "d" / "e" / "h.txt").write_text("one too many")
+    assert sandbox.list_dir_and_revision("d")[1] is None  # over the budget
+    assert sandbox.revision("d") is None
+
+
 def test_a_tree_over_the_revision_budget_has_none_in_reads(tree: Tree) -> None:
     big = tree.root / "big"
     for i in range(5):

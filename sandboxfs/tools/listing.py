@@ -18,14 +18,14 @@ def _prefix(entry: Entry) -> str:
 
 
 def list_directory(ctx: CallContext, /, path: str) -> ToolResult:
-    entries = ctx.sandbox.list_dir(path)
+    entries, revision = ctx.sandbox.list_dir_and_revision(path)
     text = "\n".join(f"{_prefix(e)} {e.name}" for e in entries)
     return ToolResult(
         text=text,
         structured={
             "path": path,
             "entries": [{"name": e.name, "type": e.kind} for e in entries],
-            "revision": ctx.sandbox.revision(path),
+            "revision": revision,
         },
     )
 
@@ -46,7 +46,7 @@ def _size_of(ctx: CallContext, path: str, entry: Entry) -> int | None:
 def list_directory_with_sizes(
     ctx: CallContext, /, path: str, *, sortBy: str = "name"
 ) -> ToolResult:
-    entries = ctx.sandbox.list_dir(path, with_stat=True)
+    entries, revision = ctx.sandbox.list_dir_and_revision(path)
     rows = [(e, None if e.kind == "directory" else _size_of(ctx, path, e)) for e in entries]
     if sortBy == "size":
 
@@ -79,7 +79,7 @@ def list_directory_with_sizes(
         "totalFiles": files,
         "totalDirectories": dirs,
         "combinedSize": total,
-        "revision": ctx.sandbox.revision(path),
+        "revision": revision,
     }
     return ToolResult(text="\n".join(lines), structured=structured)
 
