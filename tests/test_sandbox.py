@@ -44,8 +44,9 @@ from sandboxfs.revisions import (
     stat_key,
     tree_revision,
 )
-from sandboxfs.sandbox import Sandbox
+from sandboxfs.sandbox import OpenFile, Sandbox
 from sandboxfs.tools import CallContext
+from sandboxfs.tools.reading import whole_bytes
 from sandboxfs.tools.writing import edit_file, move_file
 
 
@@ -544,6 +545,23 @@ def test_a_listing_and_its_revision_come_from_one_reading(tree: Tree) -> None:
     (tree.root / "d" / "e" / "h.txt").write_text("one too many")
     assert sandbox.list_dir_and_revision("d")[1] is None  # over the budget
     assert sandbox.revision("d") is None
+
+
+def test_a_whole_read_sees_growth_after_its_fstat(tree: Tree) -> None:
+    target = tree.root / "log.txt"
+    target.write_bytes(b"0123456789")
+    stale = os.stat(target)
+    target.write_bytes(b"0123456789" * 3)  # grew after the stat the read relies on
+    with OpenFile(os.open(target, os.O_RDONLY), stale) as f:
+        assert whole_bytes(f, 64, "log.txt") == b"0123456789" * 3
+    with (
+        OpenFile(os.open(target, os.O_RDONLY), stale) as f,
+        pytest.raises(LimitExceeded, match="grew past"),
+    ):
+        whole_bytes(f, 25, "log.txt")
+    target.write_bytes(b"01234")  # and shrinking is no error
+    with OpenFile(os.open(target, os.O_RDONLY), stale) as f:
+        assert whole_bytes(f, 64, "log.txt") == b"01234"
 
 
 def test_a_tree_over_the_revision_budget_has_none_in_reads(tree: Tree) -> None:

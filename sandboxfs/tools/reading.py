@@ -105,7 +105,13 @@ def whole_bytes(f: OpenFile, cap: int, path: str) -> bytes:
             f"File is {_mib(f.stat.st_size)}, more than the {_mib(cap)} one read may return: "
             f"{path}. Read part of it with head, tail, or offset and limit."
         )
-    data = f.file.read(cap + 1)
+    # Ask for the size fstat gave and one byte more, which tells whether the file
+    # grew meanwhile: a buffer sized for the cap would cost every small read a
+    # fresh mapping of the whole cap (32 MiB by default).
+    size = f.stat.st_size
+    data = f.file.read(size + 1)
+    if len(data) > size:  # it grew: read on, up to the cap
+        data += f.file.read(cap + 1 - len(data))
     if len(data) > cap:
         raise LimitExceeded(f"File grew past {_mib(cap)} while being read: {path}")
     return data
