@@ -40,7 +40,7 @@ from sandboxfs.sandbox import Sandbox
 from sandboxfs.stdio import InputCloser
 from sandboxfs.tools import CallContext, MediaBlock, ToolResult, ToolSpec, served_tools
 from sandboxfs.tools.reading import whole_bytes
-from sandboxfs.watch import Stall, Watch
+from sandboxfs.watch import NO_WATCH, Stall, Watch
 
 log = logging.getLogger("sandboxfs")
 
@@ -393,7 +393,7 @@ class SandboxfsServer:
             return spec.handler(context, **arguments)
 
         try:
-            result = await self._bounded(work)
+            result = await self._bounded(work) if spec.touches_filesystem else work(NO_WATCH)
         except SandboxError as exc:
             return error_result(str(exc), exc.code)
         return to_call_result(result)

@@ -220,4 +220,5 @@ LIST_ALLOWED_DIRECTORIES = ToolSpec(
     params=(),
     annotations=READ_ONLY,
     handler=list_allowed_directories,
+    touches_filesystem=False,
 )

@@ -97,6 +97,9 @@ class ToolSpec:
     annotations: Annotations
     handler: Handler
     output_schema: JSON | None = field(default=None)
+    #: False for a tool that only reports what the server already knows: it runs
+    #: on the event loop instead of in a worker thread.
+    touches_filesystem: bool = True
 
     def input_schema(self) -> JSON:
         """The JSON Schema of the arguments; unknown arguments are refused."""
