@@ -21,8 +21,8 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 
 log = logging.getLogger("sandboxfs")
 
-#: Runs a tool: name, arguments, protocol version, client name.
-RunTool = Callable[[str, dict[str, Any], str, str | None], Awaitable[types.CallToolResult]]
+#: Runs a tool (name, arguments, protocol version, client name) to its wire result.
+RunTool = Callable[[str, dict[str, Any], str, str | None], Awaitable[dict[str, Any]]]
 #: A request the lane answers: awaiting it gives the JSON-RPC ``result``.
 Job = Callable[[], Awaitable[dict[str, Any]]]
 
@@ -52,13 +52,6 @@ def plain_tool_call(params: Mapping[str, Any] | None) -> bool:
     )
 
 
-def wire_result(result: types.CallToolResult) -> dict[str, Any]:
-    """A tool result as the SDK writes it on a 2025-era connection."""
-    dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
-    dumped.pop("resultType", None)  # a 2026-07-28 field; the SDK drops it for 2025
-    return dumped
-
-
 @final
 class FastLane:
     """Decides, request by request, what the lane answers; watches the handshake.
@@ -74,6 +67,8 @@ class FastLane:
         self._pending: dict[types.RequestId, str | None] = {}  # initialize id -> client name
         self._version: str | None = None
         self._client: str | None = None
+        #: How many requests the lane has taken.
+        self.taken = 0
 
     @property
     def open(self) -> bool:
@@ -108,13 +103,15 @@ class FastLane:
         params = request.params
         if request.method == "tools/call" and plain_tool_call(params):
             assert params is not None
+            self.taken += 1
             name, arguments, client = params["name"], params.get("arguments", {}), self._client
 
             async def call() -> dict[str, Any]:
-                return wire_result(await self._run_tool(name, arguments, version, client))
+                return await self._run_tool(name, arguments, version, client)
 
             return call
         if request.method == "ping" and not params:
+            self.taken += 1
 
             async def pong() -> dict[str, Any]:
                 return {}

@@ -122,36 +122,40 @@ def _argument_problems(schema: dict[str, Any], arguments: dict[str, Any]) -> str
     return "; ".join(problems) or "they do not match the tool's input schema"
 
 
-def error_result(message: str, code: str = "EINVAL") -> types.CallToolResult:
+#: A tool call's result as it goes on the wire (2025 era): ``content`` blocks,
+#: ``isError``, and ``structuredContent`` when there is one.
+WireResult = dict[str, Any]
+
+
+def error_result(message: str, code: str = "EINVAL") -> WireResult:
     """A tool error the model sees (``isError``), with its code for clients."""
     message = _clean(message)
-    return types.CallToolResult(
-        content=[types.TextContent(text=message)],
-        structured_content={"error": {"code": code, "message": message}},
-        is_error=True,
-    )
+    return {
+        "content": [{"type": "text", "text": message}],
+        "structuredContent": {"error": {"code": code, "message": message}},
+        "isError": True,
+    }
 
 
-def _media_content(block: MediaBlock) -> types.ContentBlock:
-    if block.kind == "image":
-        return types.ImageContent(data=block.data, mime_type=block.mime)
-    if block.kind == "audio":
-        return types.AudioContent(data=block.data, mime_type=block.mime)
-    return types.EmbeddedResource(
-        resource=types.BlobResourceContents(
-            uri=block.uri or "file:///", mime_type=block.mime, blob=block.data
-        )
-    )
+def _media_block(block: MediaBlock) -> dict[str, Any]:
+    if block.kind in ("image", "audio"):
+        return {"type": block.kind, "data": block.data, "mimeType": block.mime}
+    resource = {"uri": block.uri or "file:///", "mimeType": block.mime, "blob": block.data}
+    return {"type": "resource", "resource": resource}
 
 
-def to_call_result(result: ToolResult) -> types.CallToolResult:
-    content: list[types.ContentBlock] = []
+def to_wire(result: ToolResult) -> WireResult:
+    """A tool's result in wire form, built directly (the SDK's models would copy it
+    twice); every string is made safe for JSON."""
+    content: list[dict[str, Any]] = []
     if result.text is not None:
-        content.append(types.TextContent(text=_clean(result.text)))
+        content.append({"type": "text", "text": _clean(result.text)})
     if result.media is not None:
-        content.append(_media_content(result.media))
-    structured = None if result.structured is None else _clean_json(result.structured)
-    return types.CallToolResult(content=content, structured_content=structured)
+        content.append(_media_block(result.media))
+    wire: WireResult = {"content": content, "isError": False}
+    if result.structured is not None:
+        wire["structuredContent"] = _clean_json(result.structured)
+    return wire
 
 
 def _client_name(ctx: ServerRequestContext[Any]) -> str | None:
@@ -325,18 +329,16 @@ class SandboxfsServer:
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         caller = Caller(ctx.protocol_version, client=_client_name(ctx), peer=_peer(ctx))
-        return await self.run_tool(params.name, params.arguments or {}, caller)
+        wire = await self.run_tool(params.name, params.arguments or {}, caller)
+        return types.CallToolResult.model_validate(wire)
 
-    async def run_tool(
-        self, name: str, arguments: dict[str, Any], caller: Caller
-    ) -> types.CallToolResult:
+    async def run_tool(self, name: str, arguments: dict[str, Any], caller: Caller) -> WireResult:
         """One tool call, audited: the SDK's handler and the fast lane both come here."""
         started = time.monotonic()
         result = await self._run_tool(name, arguments, caller)
-        structured = result.structured_content
-        error = (
-            structured.get("error") if result.is_error and isinstance(structured, dict) else None
-        )
+        failed = bool(result["isError"])
+        structured = result.get("structuredContent")
+        error = structured.get("error") if failed and isinstance(structured, dict) else None
         self.options.audit.record(
             tool=name,
             arguments=arguments,
@@ -344,22 +346,22 @@ class SandboxfsServer:
             protocol=caller.protocol_version,
             client=caller.client,
             peer=caller.peer,
-            outcome="error" if result.is_error else "ok",
+            outcome="error" if failed else "ok",
             code=error.get("code") if isinstance(error, dict) else None,
-            size=sum(len(getattr(c, "text", "") or getattr(c, "data", "")) for c in result.content),
+            size=sum(
+                len(block.get("text") or block.get("data") or "") for block in result["content"]
+            ),
             seconds=time.monotonic() - started,
         )
         return result
 
     async def run_lane_tool(
         self, name: str, arguments: dict[str, Any], protocol_version: str, client: str | None
-    ) -> types.CallToolResult:
+    ) -> WireResult:
         """:meth:`run_tool` for the fast lane, which maps unexpected errors itself."""
         return await self.run_tool(name, arguments, Caller(protocol_version, client=client))
 
-    async def _run_tool(
-        self, name: str, arguments: dict[str, Any], caller: Caller
-    ) -> types.CallToolResult:
+    async def _run_tool(self, name: str, arguments: dict[str, Any], caller: Caller) -> WireResult:
         spec = self.by_name.get(name)
         if spec is None:
             raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {name}")
@@ -396,7 +398,7 @@ class SandboxfsServer:
             result = await self._bounded(work) if spec.touches_filesystem else work(NO_WATCH)
         except SandboxError as exc:
             return error_result(str(exc), exc.code)
-        return to_call_result(result)
+        return to_wire(result)
 
     # -- resources --------------------------------------------------------------------
 

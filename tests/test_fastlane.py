@@ -18,6 +18,7 @@ from mcp_client import SERVER, server_env
 from sandboxfs.fastlane import NO_FAST_LANE_ENV
 
 LANE_OPEN = "Fast lane open"
+LANE_TOOK = "The fast lane answered {} request(s) without the SDK dispatcher"
 PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
 )
@@ -47,21 +48,30 @@ def initialize(version: str) -> list[str]:
 def exchange(
     root: Path, lines: list[str], env: dict[str, str] | None = None
 ) -> tuple[dict[Any, Any], str]:
-    """Every reply by id (the order of answers is not the order of requests), and stderr."""
-    data = "".join(line + "\n" for line in lines).encode()
-    proc = subprocess.run(
+    """Every reply by id (the order of answers is not the order of requests), and stderr.
+
+    When the first line is ``initialize``, the rest is sent only once it is answered:
+    by then the lane is open, so every plain call after it takes the lane."""
+    proc = subprocess.Popen(
         [*SERVER, str(root)],
-        input=data,
-        capture_output=True,
-        timeout=60,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         env=server_env(env),
-        check=False,
     )
-    assert proc.returncode == 0, proc.stderr.decode()
-    replies = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+    assert proc.stdin is not None and proc.stdout is not None
+    first: list[bytes] = []
+    if '"initialize"' in lines[0]:
+        proc.stdin.write(lines[0].encode() + b"\n")
+        proc.stdin.flush()
+        first.append(proc.stdout.readline())
+        lines = lines[1:]
+    out, err = proc.communicate("".join(line + "\n" for line in lines).encode(), timeout=60)
+    assert proc.returncode == 0, err.decode()
+    replies = [json.loads(line) for line in [*first, *out.splitlines()] if line.strip()]
     by_id = {reply.get("id"): reply for reply in replies}
     assert len(by_id) == len(replies), replies
-    return by_id, proc.stderr.decode()
+    return by_id, err.decode()
 
 
 def populate(root: Path) -> None:
@@ -72,6 +82,7 @@ def populate(root: Path) -> None:
     (root / "sub" / "b.py").write_text("print('b')\n")
     (root / "pixel.png").write_bytes(PNG)
     (root / "latin1.txt").write_bytes(b"caf\xe9\n")
+    (root / "blob.bin").write_bytes(bytes(range(256)))
     for name in ("edit.txt", "move.txt", "delete.txt"):
         (root / "w" / name).parent.mkdir(exist_ok=True)
         (root / "w" / name).write_text("one\ntwo\n")
@@ -108,6 +119,7 @@ CALLS = [
     request(25, "tools/call", {"name": "read_text_file", "arguments": {"path": "a.txt"}, "x": 1}),
     request(26, "tools/call", {"name": "read_text_file", "arguments": None}),
     request(27, "tools/list"),
+    tool(28, "read_media_file", path="blob.bin"),  # an embedded resource block
 ]
 
 
@@ -119,6 +131,8 @@ def test_the_lane_answers_as_the_sdk_does(tree: Tree, version: str) -> None:
         env = None if lane else {NO_FAST_LANE_ENV: "1"}
         answers[lane], log = exchange(tree.root, [*initialize(version), *CALLS], env)
         assert (LANE_OPEN in log) is lane
+        # Every plain tools/call and ping: all but 25, 26 (odd fields) and 27 (tools/list).
+        assert (LANE_TOOK.format(len(CALLS) - 3) in log) is lane
         assert (tree.root / "w" / "edit.txt").read_text() == "one\nTWO\n"
         assert sorted(p.name for p in (tree.root / "w").iterdir()) == [
             "edit.txt",
@@ -126,7 +140,7 @@ def test_the_lane_answers_as_the_sdk_does(tree: Tree, version: str) -> None:
             "moved.txt",
             "new.txt",
         ]
-    assert set(answers[True]) == {0, *range(1, 28)}
+    assert set(answers[True]) == {0, *range(1, 29)}
     for request_id in sorted(answers[True]):
         assert answers[True][request_id] == answers[False][request_id], request_id
 
@@ -139,7 +153,7 @@ def test_the_lane_stays_shut_on_a_2026_connection(tree: Tree) -> None:
     }
     call = request(1, "tools/call", {"name": "list_allowed_directories", "_meta": meta})
     answers, log = exchange(tree.root, [call, request(2, "ping", {"_meta": meta})])
-    assert LANE_OPEN not in log
+    assert LANE_OPEN not in log and LANE_TOOK.format(0) in log
     assert answers[1]["result"]["resultType"] == "complete"
     assert answers[2]["error"]["code"] == -32601  # no ping in 2026-07-28
 
@@ -161,7 +175,7 @@ def test_a_cancelled_lane_call_is_never_answered(tree: Tree) -> None:
         [*lines, cancel, tool(2, "read_text_file", path="a.txt")],
         env={"SANDBOXFS_TEST_STALL": "3:slow"},
     )
-    assert LANE_OPEN in log
+    assert LANE_TOOK.format(2) in log
     assert 1 not in answers
     assert answers[2]["result"]["content"][0]["text"] == "one\ntwo\nthree\n"
     assert time.monotonic() - started < 15  # end of input did not wait for the cancelled call
