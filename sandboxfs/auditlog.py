@@ -8,10 +8,13 @@ returned, and the duration.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
+import time
 from collections.abc import Mapping
 from typing import Any, Final, TextIO, final
+
+#: Made once: json.dumps with options builds a new encoder on every call.
+_ENCODER: Final = json.JSONEncoder(ensure_ascii=False, default=str)
 
 #: The arguments that name paths; nothing else from a call is logged.
 PATH_ARGUMENTS: Final = ("path", "paths", "source", "destination")
@@ -23,6 +26,18 @@ class AuditLog:
 
     def __init__(self, stream: TextIO | None) -> None:
         self.stream = stream
+        self._second = -1
+        self._second_text = ""
+
+    def _timestamp(self) -> str:
+        """Now in UTC, ISO 8601 with milliseconds (the seconds part formatted once a
+        second: this runs for every call)."""
+        now = time.time()
+        second = int(now)
+        if second != self._second:
+            self._second = second
+            self._second_text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+        return f"{self._second_text}.{int((now - second) * 1000):03d}+00:00"
 
     def record(
         self,
@@ -41,7 +56,7 @@ class AuditLog:
         if self.stream is None:
             return
         entry: dict[str, Any] = {
-            "time": dt.datetime.now(dt.UTC).isoformat(timespec="milliseconds"),
+            "time": self._timestamp(),
             "event": "tool_call",
             "client": client,
             "peer": peer,
@@ -54,5 +69,5 @@ class AuditLog:
             "bytes": size,
             "durationMs": round(seconds * 1000, 3),
         }
-        self.stream.write(json.dumps(entry, ensure_ascii=False, default=str) + "\n")
+        self.stream.write(_ENCODER.encode(entry) + "\n")
         self.stream.flush()
