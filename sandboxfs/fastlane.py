@@ -95,13 +95,12 @@ class FastLane:
                 self._version, self._client = version, client
                 log.info("Fast lane open: plain tools/call and ping skip the SDK dispatcher")
 
-    def route(self, request: types.JSONRPCRequest) -> Job | None:
-        """The job answering ``request``, or None if it is the SDK's to answer."""
+    def route(self, method: Any, params: Any) -> Job | None:
+        """The job answering a request, or None if it is the SDK's to answer."""
         version = self._version
         if version is None:
             return None
-        params = request.params
-        if request.method == "tools/call" and plain_tool_call(params):
+        if method == "tools/call" and plain_tool_call(params):
             assert params is not None
             self.taken += 1
             name, arguments, client = params["name"], params.get("arguments", {}), self._client
@@ -110,7 +109,7 @@ class FastLane:
                 return await self._run_tool(name, arguments, version, client)
 
             return call
-        if request.method == "ping" and not params:
+        if method == "ping" and not params:
             self.taken += 1
 
             async def pong() -> dict[str, Any]:

@@ -95,8 +95,13 @@ def _envelope_problem(obj: dict[str, Any]) -> str | None:
     return None
 
 
-def classify(line: bytes) -> SessionMessage | bytes | None:
-    """A message to pass to the server, an error line to send back, or None (blank)."""
+#: The members of a request the fast lane may take without pydantic's validation.
+_PLAIN_REQUEST: Final = frozenset({"jsonrpc", "id", "method", "params"})
+
+
+def decode(line: bytes) -> dict[str, Any] | bytes | None:
+    """A JSON-RPC object with a sound envelope, an error line to send back, or None
+    (blank)."""
     if not line.strip():
         return None
     try:
@@ -109,12 +114,30 @@ def classify(line: bytes) -> SessionMessage | bytes | None:
     if "id" in obj and not _valid_id(obj["id"]):
         return error_frame(None, types.INVALID_REQUEST, "Invalid Request: bad id")
     problem = _envelope_problem(obj)
-    if problem is None:
-        try:
-            return SessionMessage(types.jsonrpc_message_adapter.validate_python(obj, by_name=False))
-        except ValidationError:
-            problem = "not a request, notification or response"
+    if problem is not None:
+        return error_frame(obj.get("id"), types.INVALID_REQUEST, f"Invalid Request: {problem}")
+    return obj
+
+
+def to_message(obj: dict[str, Any]) -> SessionMessage | bytes:
+    """A decoded object as the SDK's message, or the error line for what it is not."""
+    try:
+        return SessionMessage(types.jsonrpc_message_adapter.validate_python(obj, by_name=False))
+    except ValidationError:
+        problem = "not a request, notification or response"
     return error_frame(obj.get("id"), types.INVALID_REQUEST, f"Invalid Request: {problem}")
+
+
+def classify(line: bytes) -> SessionMessage | bytes | None:
+    """A message to pass to the server, an error line to send back, or None (blank)."""
+    obj = decode(line)
+    return obj if obj is None or isinstance(obj, bytes) else to_message(obj)
+
+
+def plain_request(obj: dict[str, Any]) -> bool:
+    """A request with nothing beyond what :func:`decode` checked: the fast lane may
+    take it as it is."""
+    return "id" in obj and "method" in obj and obj.keys() <= _PLAIN_REQUEST
 
 
 @final
@@ -244,9 +267,19 @@ class _Connection:
             text = f"Request too large: a line may hold at most {self.max_line} bytes"
             await self.answer(replies, error_frame(None, types.INVALID_REQUEST, text))
             return
-        item = classify(line)
-        if item is None:
+        obj = decode(line)
+        if obj is None:
             return
+        if isinstance(obj, bytes):
+            await self.answer(replies, obj)
+            return
+        if self.lane is not None and self.lane.open and plain_request(obj):
+            job = self.lane.route(obj["method"], obj.get("params"))
+            if job is not None:
+                self.in_flight.add(coerce_request_id(obj["id"]))
+                self.nursery.start_soon(self.run_lane_job, obj["id"], job, replies)
+                return
+        item = to_message(obj)
         if isinstance(item, bytes):
             await self.answer(replies, item)
             return
@@ -254,10 +287,6 @@ class _Connection:
         if isinstance(message, types.JSONRPCRequest):
             self.in_flight.add(coerce_request_id(message.id))
             if self.lane is not None:
-                job = self.lane.route(message)
-                if job is not None:
-                    self.nursery.start_soon(self.run_lane_job, message.id, job, replies)
-                    return
                 self.lane.forwarded(message)
         elif (
             isinstance(message, types.JSONRPCNotification)
