@@ -320,7 +320,11 @@ def serve(args: Arguments) -> int:
     assert wire is not None
     closer = InputCloser()
     server = SandboxfsServer(options, access, closer)
-    lane = None if os.environ.get(NO_FAST_LANE_ENV) else FastLane(server.run_lane_tool)
+    lane = (
+        None
+        if os.environ.get(NO_FAST_LANE_ENV)
+        else FastLane(server.run_lane_tool, server.server.server_info_stamp)
+    )
     log.info("sandboxfs %s serving MCP on stdio", __version__)
     trio.run(
         lambda: serve_stdio(
