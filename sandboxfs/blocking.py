@@ -1,11 +1,11 @@
 """Running blocking filesystem work off the event loop, with per-step timeouts.
 
-One tool call runs in one worker thread of a fixed-size pool (threads start as
+One tool call runs in one worker thread of a bounded pool (threads start as
 work arrives; handing a call over costs one queue put and one wake-up of the
-event loop, about half of what ``trio.to_thread`` spends).  The thread marks each blocking step
-on a :class:`~sandboxfs.watch.StepWatch`; one watchdog task per event loop
-looks at every call in progress and, once a single step has lasted longer than
-the timeout, stops waiting for that call, which raises
+event loop, about half of what ``trio.to_thread`` spends).  The thread marks
+each blocking step on a :class:`~sandboxfs.watch.StepWatch`; one watchdog task
+per event loop looks at every call in progress and, once a single step has
+lasted longer than the timeout, stops waiting for that call, which raises
 :class:`~sandboxfs.errors.TimedOut`.  The thread cannot be interrupted: it
 finishes in the background (holding its worker slot until then), but no other
 call waits for it.
@@ -72,7 +72,7 @@ class _ThreadPool:
     def _work(self) -> None:
         while True:
             job = self._jobs.get()
-            job()
+            job()  # never raises: the outcome, exception or value, goes to the caller
             del job
             with self._lock:
                 self._unfinished -= 1

@@ -122,8 +122,9 @@ def _argument_problems(schema: dict[str, Any], arguments: dict[str, Any]) -> str
     return "; ".join(problems) or "they do not match the tool's input schema"
 
 
-#: A tool call's result as it goes on the wire (2025 era): ``content`` blocks,
-#: ``isError``, and ``structuredContent`` when there is one.
+#: A tool call's result as the 2025 era writes it: ``content`` blocks, ``isError``,
+#: and ``structuredContent`` when there is one (2026-07-28 adds ``resultType`` and
+#: the ``serverInfo`` stamp).
 WireResult = dict[str, Any]
 
 
