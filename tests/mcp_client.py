@@ -79,6 +79,19 @@ def server_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+def spawn_stdio(
+    *args: str, env: dict[str, str] | None = None, stderr: int = subprocess.PIPE
+) -> subprocess.Popen[bytes]:
+    """A server on pipes, for tests that speak raw JSON-RPC lines to it."""
+    return subprocess.Popen(
+        [*SERVER, *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        env=server_env(env),
+    )
+
+
 @asynccontextmanager
 async def session(
     *args: str,

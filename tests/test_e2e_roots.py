@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import subprocess
 
 import mcp_types as types
 import trio
 
 from helpers import Tree
-from mcp_client import SERVER, Roots, run, server_env, session
+from mcp_client import Roots, run, session, spawn_stdio
 
 
 async def _allowed(s) -> list[str]:  # type: ignore[no-untyped-def]
@@ -143,13 +142,7 @@ def test_no_directories_and_no_roots_capability_exits_1(tree: Tree) -> None:
             "clientInfo": {"name": "x", "version": "1"},
         },
     }
-    process = subprocess.Popen(
-        SERVER,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=server_env(),
-    )
+    process = spawn_stdio()
     assert process.stdin is not None and process.stdout is not None
     process.stdin.write((json.dumps(init) + "\n").encode())
     process.stdin.flush()  # stdin stays open: the server must leave by itself

@@ -6,7 +6,6 @@ import base64
 import json
 import os
 import shutil
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -14,7 +13,7 @@ from typing import Any
 import pytest
 
 from helpers import Tree
-from mcp_client import SERVER, server_env
+from mcp_client import spawn_stdio
 from sandboxfs.fastlane import NO_FAST_LANE_ENV
 
 LANE_OPEN = "Fast lane open"
@@ -56,13 +55,7 @@ def exchange(
     The rest is sent only once the first line (``initialize``, or a first 2026-07-28
     request) is answered: by then the lane is open, so every plain call after it takes
     the lane."""
-    proc = subprocess.Popen(
-        [*SERVER, str(root)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=server_env(env),
-    )
+    proc = spawn_stdio(str(root), env=env)
     assert proc.stdin is not None and proc.stdout is not None
     first: list[bytes] = []
     if len(lines) > 1:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from helpers import Tree
-from mcp_client import INIT_2025, SERVER, server_env
+from mcp_client import INIT_2025, SERVER, spawn_stdio
 from sandboxfs.launch import huge_pages_on_request
 
 
@@ -17,13 +17,7 @@ def served_state(root: Path, env: dict[str, str]) -> tuple[dict[str, str], list[
     """The environment (as exec'd: glibc cuts GLIBC_TUNABLES at its first colon
     there), the argv of a running server, and how many of its mappings malloc asked
     huge pages for (``hg`` in smaps), read from /proc once it answers."""
-    proc = subprocess.Popen(
-        [*SERVER, str(root)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        env=server_env(env),
-    )
+    proc = spawn_stdio(str(root), env=env, stderr=subprocess.DEVNULL)
     assert proc.stdin is not None and proc.stdout is not None
     try:
         proc.stdin.write(INIT_2025.encode() + b"\n")
