@@ -75,6 +75,12 @@ def _framed(frame: bytes) -> bytes:
     return frame + b"\n" if len(frame) < _SPLIT_FRAME else frame
 
 
+def _correlation_key(request_id: Any) -> Any:
+    """A request id as the SDK correlates it (``"7"`` is 7); None for a value that
+    cannot be an id (a client's ``notifications/cancelled`` may name anything)."""
+    return coerce_request_id(request_id) if _valid_id(request_id) else None
+
+
 def _valid_id(value: Any) -> bool:
     return (isinstance(value, int) and not isinstance(value, bool)) or isinstance(value, str)
 
@@ -247,8 +253,7 @@ class _Connection:
 
     def settled(self, request_id: Any) -> None:
         """A request was answered, or cancelled by the client (then it never will be)."""
-        if isinstance(request_id, int | str) and not isinstance(request_id, bool):
-            self.in_flight.discard(coerce_request_id(request_id))
+        self.in_flight.discard(_correlation_key(request_id))
         if not self.in_flight:
             self.drained.set()
 
@@ -322,14 +327,9 @@ class _Connection:
         self.settled(request_id)
 
     def cancel_lane_job(self, request_id: Any) -> None:
-        if (
-            self.lane_calls
-            and isinstance(request_id, int | str)
-            and not isinstance(request_id, bool)
-        ):
-            scope = self.lane_calls.get(coerce_request_id(request_id))
-            if scope is not None:
-                scope.cancel()
+        scope = self.lane_calls.get(_correlation_key(request_id))
+        if scope is not None:
+            scope.cancel()
 
     async def reader(
         self,
