@@ -14,7 +14,7 @@ import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Final, NoReturn, TextIO, final
+from typing import TYPE_CHECKING, Any, Final, NoReturn, TextIO, final
 
 import trio
 
@@ -25,11 +25,15 @@ from sandboxfs.allowlist import AllowList, Root
 from sandboxfs.auditlog import AuditLog
 from sandboxfs.fastlane import NO_FAST_LANE_ENV, FastLane
 from sandboxfs.limits import LIMIT_HELP, Limits
-from sandboxfs.server import SUPPORTED_VERSIONS, SandboxfsServer, ServerOptions
+from sandboxfs.protocol import SUPPORTED_VERSIONS
+from sandboxfs.server import SandboxfsServer, ServerOptions
 from sandboxfs.sidecar import TOKEN_ENV, Endpoint, SidecarOptions, listen, serve_http
 from sandboxfs.stdio import InputCloser, serve_stdio, take_stdio
 from sandboxfs.syscalls import Openat2Unavailable, probe_openat2, set_mmap_threshold
 from sandboxfs.watch import Stall
+
+if TYPE_CHECKING:
+    from mcp.server.lowlevel.server import Server
 
 log = logging.getLogger("sandboxfs")
 
@@ -320,15 +324,17 @@ def serve(args: Arguments) -> int:
     assert wire is not None
     closer = InputCloser()
     server = SandboxfsServer(options, access, closer)
-    lane = (
-        None
-        if os.environ.get(NO_FAST_LANE_ENV)
-        else FastLane(server.run_lane_tool, server.server.server_info_stamp)
-    )
+    lane = None if os.environ.get(NO_FAST_LANE_ENV) else FastLane(server)
+
+    def make_sdk() -> Server[Any]:
+        from sandboxfs.sdkserver import SdkAdapter  # noqa: PLC0415 - the SDK loads when needed
+
+        return SdkAdapter(server).server
+
     log.info("sandboxfs %s serving MCP on stdio", __version__)
     trio.run(
         lambda: serve_stdio(
-            server.server,
+            make_sdk,
             wire,
             max_line=args.limits.line_bytes,
             versions=SUPPORTED_VERSIONS,

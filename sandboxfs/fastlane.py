@@ -1,42 +1,64 @@
-"""A fast lane past the SDK's dispatcher for the requests an agent makes most.
+"""A fast lane past the SDK for the requests an agent makes most.
 
-Once the SDK has completed a 2025-era handshake on a stdio connection,
-``tools/call`` and ``ping`` requests of the plainest shape are answered here:
-checked by the simple rules below, run through the same
-:meth:`SandboxfsServer.run_tool` as the SDK's handler, and written as one frame.
+On a 2025-era stdio connection the lane answers a plain ``initialize`` (from a
+client without Roots, when the server has directories) and its
+``notifications/initialized``, then plain ``tools/list``, ``tools/call`` and
+``ping`` requests: checked by the simple rules below, tools run through the
+same :meth:`SandboxfsServer.run_tool` as the SDK's handler, each answer written
+as one frame.  The SDK is then never imported unless a message the lane does
+not take arrives; the lane hands it the handshake to replay first.  When the
+SDK answered the handshake itself, the lane opens on its answer.
+
 On a 2026-07-28 connection (the SDK decides the era from the first request,
 which therefore always goes to it) the lane takes plain ``tools/call``
 requests whose envelope names that version.  Everything else (other methods,
-any field beyond the plain shape) goes to the SDK as before.  The SDK's route costs a call several
-hundred microseconds of stream hops, a task, a session object and a second
-validation of the result; the answers are the same (a test compares them).
+any field beyond the plain shape) goes to the SDK.  The SDK's route costs a
+call several hundred microseconds of stream hops, a task, a session object and
+a second validation of the result; the answers are the same (a test compares
+them).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Final, final
+from typing import Any, Final, Protocol, final
 
-import mcp_types as types
-from mcp_types import (
+from sandboxfs.protocol import (
     CLIENT_CAPABILITIES_META_KEY,
     CLIENT_INFO_META_KEY,
+    HANDSHAKE_VERSIONS,
+    MODERN_VERSIONS,
     PROTOCOL_VERSION_META_KEY,
     SERVER_INFO_META_KEY,
+    correlation_key,
 )
-from mcp_types.methods import validate_client_request
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
-from pydantic import ValidationError
 
 log = logging.getLogger("sandboxfs")
 
-#: Runs a tool (name, arguments, protocol version, client name) to its wire result.
-RunTool = Callable[[str, dict[str, Any], str, str | None], Awaitable[dict[str, Any]]]
 #: A request the lane answers: awaiting it gives the JSON-RPC ``result``.
 Job = Callable[[], Awaitable[dict[str, Any]]]
 
+
+class LaneServer(Protocol):
+    """What the lane needs of :class:`~sandboxfs.server.SandboxfsServer`."""
+
+    tool_definitions: list[dict[str, Any]]
+    server_info: dict[str, Any]
+
+    def may_greet(self, capabilities: dict[str, Any]) -> bool: ...
+    def initialize_result(self, version: str) -> dict[str, Any]: ...
+    def lane_initialized(self) -> None: ...
+    async def run_lane_tool(
+        self, name: str, arguments: dict[str, Any], protocol_version: str, client: str | None
+    ) -> dict[str, Any]: ...
+
+
 _CALL_FIELDS: Final = frozenset({"name", "arguments", "_meta"})
+_INITIALIZE_FIELDS: Final = frozenset({"protocolVersion", "capabilities", "clientInfo"})
+_CLIENT_INFO_FIELDS: Final = frozenset({"name", "version", "title"})
+#: Client capabilities the lane greets (each as an empty object): nothing to ask.
+_GREETED_CAPABILITIES: Final = frozenset({"sampling", "elicitation"})
 _ENVELOPE_FIELDS: Final = frozenset(
     {
         PROTOCOL_VERSION_META_KEY,
@@ -67,7 +89,7 @@ def modern_envelope(meta: Any) -> bool:
     return (
         isinstance(meta, dict)
         and meta.keys() <= _ENVELOPE_FIELDS
-        and meta.get(PROTOCOL_VERSION_META_KEY) in MODERN_PROTOCOL_VERSIONS
+        and meta.get(PROTOCOL_VERSION_META_KEY) in MODERN_VERSIONS
         and isinstance(meta.get(CLIENT_CAPABILITIES_META_KEY), dict)
         and _plain_token(meta)
     )
@@ -85,9 +107,34 @@ def plain_tool_call(params: Mapping[str, Any] | None, *, modern: bool = False) -
     )
 
 
+def _plain_list(params: Mapping[str, Any] | None) -> bool:
+    """``tools/list`` params asking for the whole (single) page."""
+    return not params or (params.keys() <= {"_meta"} and _plain_meta(params.get("_meta")))
+
+
+def plain_initialize(params: Mapping[str, Any] | None) -> bool:
+    """An ``initialize`` of the plainest valid shape: a handshake version, client
+    info as strings, and at most empty sampling/elicitation capabilities."""
+    if params is None or params.keys() != _INITIALIZE_FIELDS:
+        return False
+    info, capabilities = params["clientInfo"], params["capabilities"]
+    return (
+        params["protocolVersion"] in HANDSHAKE_VERSIONS
+        and isinstance(info, dict)
+        and {"name", "version"} <= info.keys() <= _CLIENT_INFO_FIELDS
+        and all(isinstance(value, str) for value in info.values())
+        and isinstance(capabilities, dict)
+        and capabilities.keys() <= _GREETED_CAPABILITIES
+        and all(value == {} for value in capabilities.values())
+    )
+
+
 def _client_name(meta: Mapping[str, Any]) -> str | None:
     """The client's name as the SDK knows it from an envelope: only when both its
     info and its capabilities are well-formed."""
+    import mcp_types as types  # noqa: PLC0415 - a 2026-07-28 connection has the SDK loaded
+    from pydantic import ValidationError  # noqa: PLC0415
+
     try:
         info = types.Implementation.model_validate(meta.get(CLIENT_INFO_META_KEY), by_name=False)
         types.ClientCapabilities.model_validate(meta[CLIENT_CAPABILITIES_META_KEY], by_name=False)
@@ -98,22 +145,24 @@ def _client_name(meta: Mapping[str, Any]) -> str | None:
 
 @final
 class FastLane:
-    """Decides, request by request, what the lane answers; watches the handshake.
+    """Decides, message by message, what the lane answers; keeps the handshake.
 
     The transport tells it of every request it forwards to the SDK and every
-    message the SDK sends: the lane opens when the SDK answers ``initialize``
+    answer the SDK sends: the lane opens when the SDK answers ``initialize``
     successfully, with the protocol version the SDK negotiated, and closes
     while a new ``initialize`` is pending.
     """
 
-    def __init__(self, run_tool: RunTool, server_info: dict[str, Any]) -> None:
-        self._run_tool = run_tool
-        self._server_info = server_info  # stamped on 2026-07-28 results, as the SDK does
-        self._pending: dict[types.RequestId, str | None] = {}  # initialize id -> client name
+    def __init__(self, server: LaneServer) -> None:
+        self._server = server
+        self._pending: dict[Any, str | None] = {}  # initialize id -> client name
         self._version: str | None = None
         self._client: str | None = None
         self._first_seen = False
         self._modern = False
+        self._sdk_started = False
+        #: What the lane answered of the handshake, to replay to the SDK.
+        self._handshake: list[dict[str, Any]] = []
         #: How many requests the lane has taken.
         self.taken = 0
 
@@ -121,56 +170,86 @@ class FastLane:
     def open(self) -> bool:
         return self._version is not None or self._modern
 
-    def forwarded(self, request: types.JSONRPCRequest) -> None:
+    def sdk_started(self, replay_id: str) -> list[dict[str, Any]]:
+        """The SDK is being loaded: the handshake messages the lane answered, in
+        order, for it to see first (``initialize`` with the id ``replay_id``)."""
+        self._sdk_started = True
+        replay = [dict(message) for message in self._handshake]
+        for message in replay:
+            if "id" in message:
+                message["id"] = replay_id
+        self._handshake.clear()
+        return replay
+
+    def forwarded(self, method: str, params: dict[str, Any] | None, request_id: Any) -> None:
         """A request went to the SDK."""
         if not self._first_seen:  # the SDK's era for this connection, decided for good
             self._first_seen = True
-            meta = (request.params or {}).get("_meta")
+            meta = (params or {}).get("_meta")
             if (
-                request.method != "initialize"
+                method != "initialize"
                 and isinstance(meta, dict)
                 and PROTOCOL_VERSION_META_KEY in meta
             ):
                 self._modern = True
                 log.info("Fast lane open: plain 2026-07-28 tools/call skip the SDK dispatcher")
                 return
-        if request.method == "initialize" and not self._modern:
+        if method == "initialize" and not self._modern:
             self._version = None
-            info = (request.params or {}).get("clientInfo")
+            info = (params or {}).get("clientInfo")
             name = info.get("name") if isinstance(info, dict) else None
-            self._pending[request.id] = name if isinstance(name, str) else None
+            self._pending[correlation_key(request_id)] = name if isinstance(name, str) else None
 
-    def sent(self, message: types.JSONRPCMessage) -> None:
-        """The SDK sent ``message`` to the client."""
-        if not self._pending or not isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
+    def answered(self, request_id: Any, result: dict[str, Any] | None) -> None:
+        """The SDK answered a request: with ``result``, or with an error (None)."""
+        key = correlation_key(request_id)
+        if key not in self._pending:
             return
-        if message.id not in self._pending:
-            return
-        client = self._pending.pop(message.id)
-        if isinstance(message, types.JSONRPCResponse):
-            version = message.result.get("protocolVersion")
-            if version in HANDSHAKE_PROTOCOL_VERSIONS and not self._pending:
-                self._version, self._client = version, client
-                log.info("Fast lane open: plain tools/call and ping skip the SDK dispatcher")
+        client = self._pending.pop(key)
+        version = result.get("protocolVersion") if result is not None else None
+        if version in HANDSHAKE_VERSIONS and not self._pending:
+            self._version, self._client = version, client
+            log.info("Fast lane open: plain tools/call and ping skip the SDK dispatcher")
+
+    def notified(self, method: str, params: dict[str, Any] | None) -> bool:
+        """Whether the lane took a notification (only while the SDK is not loaded)."""
+        if method == "notifications/initialized" and self._handshake and not params:
+            self._handshake.append({"jsonrpc": "2.0", "method": method})
+            self._server.lane_initialized()
+            return True
+        return False
 
     def route(self, method: Any, params: Any) -> Job | None:
         """The job answering a request, or None if it is the SDK's to answer."""
         if self._modern:
             return self._route_modern(method, params)
-        version = self._version
-        if version is None:
+        if method == "initialize":
+            return self._greet(params)
+        if self._version is None:
             return None
-        if method == "tools/call" and plain_tool_call(params):
-            assert params is not None
+        job = self._legacy_job(method, params, self._version)
+        if job is not None:
             self.taken += 1
+        return job
+
+    def _legacy_job(self, method: Any, params: Any, version: str) -> Job | None:
+        """A 2025-era request, once the handshake fixed its ``version``."""
+        if method == "tools/call" and plain_tool_call(params):
             name, arguments, client = params["name"], params.get("arguments", {}), self._client
+            run_tool = self._server.run_lane_tool
 
             async def call() -> dict[str, Any]:
-                return await self._run_tool(name, arguments, version, client)
+                return await run_tool(name, arguments, version, client)
 
             return call
+        if method == "tools/list" and _plain_list(params):
+            tools = {"tools": self._server.tool_definitions}
+
+            async def list_tools() -> dict[str, Any]:
+                return tools
+
+            return list_tools
         if method == "ping" and not params:
-            self.taken += 1
 
             async def pong() -> dict[str, Any]:
                 return {}
@@ -178,9 +257,34 @@ class FastLane:
             return pong
         return None
 
+    def _greet(self, params: Any) -> Job | None:
+        """Answer the connection's first message, a plain ``initialize``, before the
+        SDK is loaded."""
+        if self._first_seen or self._sdk_started or not plain_initialize(params):
+            return None
+        if not self._server.may_greet(params["capabilities"]):
+            return None
+        self._first_seen = True
+        self.taken += 1
+        version = params["protocolVersion"]
+        self._handshake.append(
+            {"jsonrpc": "2.0", "id": None, "method": "initialize", "params": params}
+        )
+        self._version, self._client = version, params["clientInfo"]["name"]
+        log.info("Fast lane open: it answered the handshake; the SDK loads only if needed")
+        result = self._server.initialize_result(version)
+
+        async def welcome() -> dict[str, Any]:
+            return result
+
+        return welcome
+
     def _route_modern(self, method: Any, params: Any) -> Job | None:
         if method != "tools/call" or not plain_tool_call(params, modern=True):
             return None
+        from mcp_types.methods import validate_client_request  # noqa: PLC0415 - SDK loaded
+        from pydantic import ValidationError  # noqa: PLC0415
+
         meta = params["_meta"]
         version = meta[PROTOCOL_VERSION_META_KEY]
         try:  # the SDK's own check of the envelope's client info and capabilities
@@ -189,10 +293,11 @@ class FastLane:
             return None
         self.taken += 1
         name, arguments, client = params["name"], params.get("arguments", {}), _client_name(meta)
-        stamp = {SERVER_INFO_META_KEY: self._server_info}
+        stamp = {SERVER_INFO_META_KEY: self._server.server_info}
+        run_tool = self._server.run_lane_tool
 
         async def call() -> dict[str, Any]:
-            result = await self._run_tool(name, arguments, version, client)
+            result = await run_tool(name, arguments, version, client)
             return {**result, "resultType": "complete", "_meta": stamp}
 
         return call

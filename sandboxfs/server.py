@@ -1,14 +1,16 @@
-"""The MCP adapter: tool declarations become MCP tools, results become content blocks.
+"""The server itself, without the MCP SDK: its tools, allow-list and handshake facts.
 
-It only adapts: argument validation against each tool's input schema, waiting
-for a Roots update, running the tool in a worker thread with timeouts, and
-turning :class:`~sandboxfs.errors.SandboxError` into an ``isError`` result.
-Unexpected exceptions become -32603 "Internal error" with the details on stderr.
+:class:`SandboxfsServer` runs a tool call from its name and arguments to its
+wire result: argument validation against the tool's input schema, waiting for
+a Roots update, running the tool in a worker thread with timeouts, turning
+:class:`~sandboxfs.errors.SandboxError` into an ``isError`` result.  It also
+knows what the server answers to ``initialize`` and ``tools/list``, so the stdio
+fast lane can answer them before the SDK is loaded.  The SDK adapter
+(:mod:`sandboxfs.sdkserver`) serves everything else; nothing here imports the SDK.
 """
 
 from __future__ import annotations
 
-import base64
 import logging
 import re
 import time
@@ -16,40 +18,28 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar, final
 
-import mcp_types as types
 import pydantic_core
 import trio
-from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
-from mcp.server.lowlevel.server import Server
-from mcp.shared.exceptions import MCPError
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
-from pydantic import ValidationError
 
 from sandboxfs import __version__
-from sandboxfs.access import AccessControl, Effective, local_path, roots_from_uris
+from sandboxfs.access import AccessControl, Effective
 from sandboxfs.accounts import Accounts
 from sandboxfs.argcheck import compile_schema
 from sandboxfs.auditlog import AuditLog
 from sandboxfs.blocking import BlockingRunner
-from sandboxfs.errors import AccessDenied, IsADirectory, NotFound, SandboxError
+from sandboxfs.errors import AccessDenied, SandboxError
 from sandboxfs.limits import Limits
-from sandboxfs.mime import guess_mime, is_textual
+from sandboxfs.protocol import INVALID_PARAMS, MODERN_VERSIONS, ProtocolError
 from sandboxfs.resolver import Resolver
 from sandboxfs.revisions import RevisionCache
 from sandboxfs.sandbox import Sandbox
 from sandboxfs.stdio import InputCloser
 from sandboxfs.tools import CallContext, MediaBlock, ToolResult, ToolSpec, served_tools
-from sandboxfs.tools.reading import whole_bytes
 from sandboxfs.watch import NO_WATCH, Stall, Watch
 
 log = logging.getLogger("sandboxfs")
 
 T = TypeVar("T")
-
-#: Every protocol version served: the 2025 handshake era and 2026-07-28.
-SUPPORTED_VERSIONS: Final = (*HANDSHAKE_PROTOCOL_VERSIONS, *MODERN_PROTOCOL_VERSIONS)
-#: How long the server waits for a client's answer to roots/list.
-ROOTS_FETCH_TIMEOUT: Final = 30.0
 
 INSTRUCTIONS: Final = (
     "sandboxfs serves files only inside its allowed directories; call "
@@ -70,7 +60,7 @@ _NO_DIRECTORIES_NO_ROOTS: Final = (
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def _clean(text: str) -> str:
+def clean_text(text: str) -> str:
     """Text safe for JSON: bytes that were not UTF-8 in names become U+FFFD."""
     if text.isascii() or _SURROGATE.search(text) is None:
         return text
@@ -86,8 +76,8 @@ def _clean_json(value: dict[str, Any]) -> dict[str, Any]:
     surrogates: a 1,000-entry listing costs 0.3 ms instead of ~4 ms string by string.
     """
     nested = {k: v for k, v in value.items() if not isinstance(v, str)}
-    clean = all(_clean(k) is k for k in value) and all(
-        _clean(v) is v for v in value.values() if isinstance(v, str)
+    clean = all(clean_text(k) is k for k in value) and all(
+        clean_text(v) is v for v in value.values() if isinstance(v, str)
     )
     if clean and nested:
         try:
@@ -99,9 +89,9 @@ def _clean_json(value: dict[str, Any]) -> dict[str, Any]:
 
 def _clean_each(value: Any) -> Any:
     if isinstance(value, str):
-        return _clean(value)
+        return clean_text(value)
     if isinstance(value, dict):
-        return {_clean(k): _clean_each(v) for k, v in value.items()}
+        return {clean_text(k): _clean_each(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_clean_each(v) for v in value]
     return value
@@ -130,7 +120,7 @@ WireResult = dict[str, Any]
 
 def error_result(message: str, code: str = "EINVAL") -> WireResult:
     """A tool error the model sees (``isError``), with its code for clients."""
-    message = _clean(message)
+    message = clean_text(message)
     return {
         "content": [{"type": "text", "text": message}],
         "structuredContent": {"error": {"code": code, "message": message}},
@@ -150,7 +140,7 @@ def to_wire(result: ToolResult) -> WireResult:
     twice); every string is made safe for JSON."""
     content: list[dict[str, Any]] = []
     if result.text is not None:
-        content.append({"type": "text", "text": _clean(result.text)})
+        content.append({"type": "text", "text": clean_text(result.text)})
     if result.media is not None:
         content.append(_media_block(result.media))
     wire: WireResult = {"content": content, "isError": False}
@@ -159,31 +149,21 @@ def to_wire(result: ToolResult) -> WireResult:
     return wire
 
 
-def _client_name(ctx: ServerRequestContext[Any]) -> str | None:
-    client = ctx.session.client_params
-    return client.client_info.name if client is not None else None
-
-
-def _peer(ctx: ServerRequestContext[Any]) -> str | None:
-    request = ctx.request
-    address = getattr(request, "client", None)
-    return f"{address.host}:{address.port}" if address is not None else None
-
-
-def _mcp_tool(spec: ToolSpec) -> types.Tool:
+def tool_definition(spec: ToolSpec) -> dict[str, Any]:
+    """A tool as ``tools/list`` describes it on the wire."""
     a = spec.annotations
-    return types.Tool(
-        name=spec.name,
-        title=spec.title,
-        description=spec.description,
-        input_schema=spec.input_schema(),
-        annotations=types.ToolAnnotations(
-            read_only_hint=a.read_only,
-            destructive_hint=a.destructive,
-            idempotent_hint=a.idempotent,
-            open_world_hint=a.open_world,
-        ),
-    )
+    return {
+        "name": spec.name,
+        "title": spec.title,
+        "description": spec.description,
+        "inputSchema": spec.input_schema(),
+        "annotations": {
+            "readOnlyHint": a.read_only,
+            "destructiveHint": a.destructive,
+            "idempotentHint": a.idempotent,
+            "openWorldHint": a.open_world,
+        },
+    }
 
 
 @final
@@ -228,7 +208,9 @@ class SandboxfsServer:
         self.by_name = {spec.name: spec for spec in self.specs}
         self.schemas = {spec.name: spec.input_schema() for spec in self.specs}
         self.arguments_ok = {name: compile_schema(schema) for name, schema in self.schemas.items()}
-        self.mcp_tools = [_mcp_tool(spec) for spec in self.specs]
+        self.tool_definitions = [tool_definition(spec) for spec in self.specs]
+        #: Who this server says it is (``serverInfo``).
+        self.server_info = {"name": "sandboxfs", "title": "sandboxfs", "version": __version__}
         limits = options.limits
         self.runner = BlockingRunner(
             worker_threads=limits.worker_threads,
@@ -237,82 +219,67 @@ class SandboxfsServer:
         )
         self._calls = trio.CapacityLimiter(limits.concurrent_calls)
         self.revisions = RevisionCache()
-        self._initial_roots: int | None = None
-        self.server = self._build()
+        #: The Roots update a client's ``initialize`` began (fetched once initialized).
+        self.initial_roots: int | None = None
+        self._greeted_by_lane = False
 
-    # -- construction -----------------------------------------------------------
+    # -- the 2025-era handshake ---------------------------------------------------
 
-    def _build(self) -> Server[Any]:
-        server: Server[Any] = Server(
-            "sandboxfs",
-            version=__version__,
-            title="sandboxfs",
-            instructions=INSTRUCTIONS,
-            on_list_tools=self.list_tools,
-            on_call_tool=self.call_tool,
-            on_list_resources=self.list_resources,
-            on_list_resource_templates=self.list_resource_templates,
-            on_read_resource=self.read_resource,
-        )
-        server.add_request_handler("server/discover", types.RequestParams, self.discover)
-        server.add_notification_handler(
-            "notifications/initialized", types.NotificationParams, self.on_initialized
-        )
-        server.add_notification_handler(
-            "notifications/roots/list_changed", types.NotificationParams, self.on_roots_changed
-        )
-        # Only our guard: the SDK's default OpenTelemetry middleware costs every
-        # request a span, and the audit log (--audit-log) records each call.
-        server.middleware = [self._guard]
-        return server
-
-    # -- middleware -------------------------------------------------------------
-
-    async def _guard(self, ctx: ServerRequestContext[Any], call_next: CallNext) -> HandlerResult:
-        """Watch ``initialize`` for the Roots capability; map surprises to -32603."""
-        if ctx.method == "initialize":
-            self._on_initialize(ctx.params or {})
-        try:
-            return await call_next(ctx)
-        except (MCPError, ValidationError):
-            raise
-        except Exception:
-            log.exception("internal error while handling %s", ctx.method)
-            raise MCPError(code=types.INTERNAL_ERROR, message="Internal error") from None
-
-    def _on_initialize(self, params: Any) -> None:
+    def on_initialize(self, params: Any) -> None:
+        """A client's ``initialize``: a client with Roots makes calls wait for them;
+        without Roots or directories the server cannot work (ProtocolError, and
+        the connection ends)."""
         if not self.options.roots:
             return
         capabilities = params.get("capabilities") if isinstance(params, dict) else None
         has_roots = isinstance(capabilities, dict) and capabilities.get("roots") is not None
         if has_roots:
             # Calls from now on wait for the client's Roots (fetched once initialized).
-            self._initial_roots = self.access.begin_update()
+            self.initial_roots = self.access.begin_update()
             return
         if self.access.cli.empty:
             log.error("Error: %s", _NO_DIRECTORIES_NO_ROOTS)
             self.exit_code = 1
             if self.closer is not None:
                 self.closer.close()
-            raise MCPError(code=types.INVALID_PARAMS, message=_NO_DIRECTORIES_NO_ROOTS)
+            raise ProtocolError(INVALID_PARAMS, _NO_DIRECTORIES_NO_ROOTS)
 
-    # -- discovery and tools ------------------------------------------------------
+    def may_greet(self, capabilities: dict[str, Any]) -> bool:
+        """Whether the fast lane may answer an ``initialize`` with these client
+        capabilities itself: nothing to fetch from the client, nothing to refuse."""
+        return "roots" not in capabilities and not (self.options.roots and self.access.cli.empty)
 
-    async def discover(
-        self, ctx: ServerRequestContext[Any], params: types.RequestParams
-    ) -> types.DiscoverResult:
-        return types.DiscoverResult(
-            supported_versions=list(SUPPORTED_VERSIONS),
-            capabilities=self.server.get_capabilities(protocol_version=ctx.protocol_version),
-            instructions=INSTRUCTIONS,
-        )
+    def initialize_result(self, version: str) -> dict[str, Any]:
+        """The ``initialize`` answer for a handshake version the client asked for."""
+        return {
+            "protocolVersion": version,
+            "capabilities": {
+                "resources": {"listChanged": False, "subscribe": False},
+                "tools": {"listChanged": False},
+            },
+            "serverInfo": dict(self.server_info),
+            "instructions": INSTRUCTIONS,
+        }
 
-    async def list_tools(
-        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
-    ) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=self.mcp_tools)
+    def lane_initialized(self) -> None:
+        """The fast lane saw ``notifications/initialized`` after greeting the client."""
+        self._greeted_by_lane = True
+        self.initialized_without_roots()
 
-    def _sandbox(self, effective: Effective) -> Sandbox:
+    def replayed_initialized(self) -> bool:
+        """Whether an ``initialized`` the SDK receives is the fast lane's replay of one
+        already handled (true once)."""
+        replayed, self._greeted_by_lane = self._greeted_by_lane, False
+        return replayed
+
+    def initialized_without_roots(self) -> None:
+        """Initialized, with no Roots to fetch: the command line decides."""
+        if self.options.roots and not self.access.cli.empty:
+            self.access.client_without_roots()
+
+    # -- tools --------------------------------------------------------------------
+
+    def sandbox(self, effective: Effective) -> Sandbox:
         resolver = Resolver(
             effective.allow,
             symlink_hops=self.options.limits.symlink_hops,
@@ -321,20 +288,14 @@ class SandboxfsServer:
         )
         return Sandbox(resolver, self.options.limits, self.revisions)
 
-    async def _bounded(self, fn: Callable[[Watch], T]) -> T:
+    async def bounded(self, fn: Callable[[Watch], T]) -> T:
         """Run blocking work within the concurrent-call cap."""
         async with self._calls:
             return await self.runner.run(fn)
 
-    async def call_tool(
-        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
-    ) -> types.CallToolResult:
-        caller = Caller(ctx.protocol_version, client=_client_name(ctx), peer=_peer(ctx))
-        wire = await self.run_tool(params.name, params.arguments or {}, caller)
-        return types.CallToolResult.model_validate(wire)
-
     async def run_tool(self, name: str, arguments: dict[str, Any], caller: Caller) -> WireResult:
-        """One tool call, audited: the SDK's handler and the fast lane both come here."""
+        """One tool call, audited: the SDK's handler and the fast lane both come here.
+        An unknown tool raises ProtocolError."""
         started = time.monotonic()
         result = await self._run_tool(name, arguments, caller)
         failed = bool(result["isError"])
@@ -343,7 +304,7 @@ class SandboxfsServer:
         self.options.audit.record(
             tool=name,
             arguments=arguments,
-            era="2026" if caller.protocol_version in MODERN_PROTOCOL_VERSIONS else "2025",
+            era="2026" if caller.protocol_version in MODERN_VERSIONS else "2025",
             protocol=caller.protocol_version,
             client=caller.client,
             peer=caller.peer,
@@ -365,7 +326,7 @@ class SandboxfsServer:
     async def _run_tool(self, name: str, arguments: dict[str, Any], caller: Caller) -> WireResult:
         spec = self.by_name.get(name)
         if spec is None:
-            raise MCPError(code=types.INVALID_PARAMS, message=f"Unknown tool: {name}")
+            raise ProtocolError(INVALID_PARAMS, f"Unknown tool: {name}")
         if not self.arguments_ok[spec.name](arguments):
             details = _argument_problems(self.schemas[spec.name], arguments)
             return error_result(f"Invalid arguments for tool {spec.name}: {details}")
@@ -374,14 +335,14 @@ class SandboxfsServer:
         except SandboxError as exc:
             return error_result(str(exc), exc.code)
         if effective.allow.empty and spec.name != "list_allowed_directories":
-            modern = caller.protocol_version in MODERN_PROTOCOL_VERSIONS
+            modern = caller.protocol_version in MODERN_VERSIONS
             message = (
                 _NO_DIRECTORIES_2026
                 if modern and self.access.cli.empty
                 else "Access denied - no allowed directories"
             )
             return error_result(message, AccessDenied.default_code)
-        sandbox = self._sandbox(effective)
+        sandbox = self.sandbox(effective)
         allowed = tuple(effective.allow.display())
 
         def work(watch: Watch) -> ToolResult:
@@ -396,125 +357,7 @@ class SandboxfsServer:
             return spec.handler(context, **arguments)
 
         try:
-            result = await self._bounded(work) if spec.touches_filesystem else work(NO_WATCH)
+            result = await self.bounded(work) if spec.touches_filesystem else work(NO_WATCH)
         except SandboxError as exc:
             return error_result(str(exc), exc.code)
         return to_wire(result)
-
-    # -- resources --------------------------------------------------------------------
-
-    async def list_resources(
-        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
-    ) -> types.ListResourcesResult:
-        return types.ListResourcesResult(resources=[])
-
-    async def list_resource_templates(
-        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
-    ) -> types.ListResourceTemplatesResult:
-        return types.ListResourceTemplatesResult(
-            resource_templates=[
-                types.ResourceTemplate(
-                    name="file",
-                    title="Files in the allowed directories",
-                    uri_template="file://{+path}",
-                    description="Any file inside an allowed directory, by its absolute "
-                    "file:// URI (percent-encoded).",
-                )
-            ]
-        )
-
-    async def read_resource(
-        self, ctx: ServerRequestContext[Any], params: types.ReadResourceRequestParams
-    ) -> types.ReadResourceResult:
-        uri = str(params.uri)
-        path = local_path(uri)
-        if path is None:
-            raise MCPError(
-                code=types.INVALID_PARAMS,
-                message="Resource not found: only local file:// URIs are served",
-                data={"uri": uri},
-            )
-        try:
-            effective = await self.access.ready()
-            sandbox = self._sandbox(effective)
-            limit = self.options.limits.read_bytes
-
-            def read(watch: Watch) -> bytes:
-                with sandbox.with_watch(watch).open_file(path) as f:
-                    return whole_bytes(f, limit, path)
-
-            data = await self._bounded(read)
-        except (NotFound, IsADirectory) as exc:
-            reason = "a directory is not a resource" if isinstance(exc, IsADirectory) else None
-            message = "Resource not found" + (f": {reason}" if reason else "")
-            raise MCPError(code=types.INVALID_PARAMS, message=message, data={"uri": uri}) from None
-        except SandboxError as exc:
-            raise MCPError(
-                code=types.INVALID_PARAMS, message=_clean(str(exc)), data={"uri": uri}
-            ) from None
-        mime = guess_mime(path)
-        contents: types.TextResourceContents | types.BlobResourceContents
-        text = None
-        if is_textual(mime):
-            try:
-                text = data.decode("utf-8")
-            except UnicodeDecodeError:
-                text = None
-        if text is not None:
-            contents = types.TextResourceContents(
-                uri=uri, mime_type=mime or "text/plain", text=text
-            )
-        else:
-            contents = types.BlobResourceContents(
-                uri=uri,
-                mime_type=mime or "application/octet-stream",
-                blob=base64.b64encode(data).decode("ascii"),
-            )
-        return types.ReadResourceResult(contents=[contents], ttl_ms=0, cache_scope="private")
-
-    # -- roots (2025 era) ---------------------------------------------------------------
-
-    async def on_initialized(
-        self, ctx: ServerRequestContext[Any], params: types.NotificationParams
-    ) -> None:
-        generation = self._initial_roots
-        if not self.options.roots:
-            return
-        if generation is None:
-            if not self.access.cli.empty:
-                self.access.client_without_roots()
-            return
-        self._initial_roots = None
-        await self._fetch_roots(ctx, generation)
-
-    async def on_roots_changed(
-        self, ctx: ServerRequestContext[Any], params: types.NotificationParams
-    ) -> None:
-        capabilities = ctx.session.client_capabilities
-        if not self.options.roots:
-            return
-        if capabilities is None or capabilities.roots is None:
-            log.info("Ignoring roots/list_changed from a client without the Roots capability")
-            return
-        await self._fetch_roots(ctx, self.access.begin_update())
-
-    async def _fetch_roots(self, ctx: ServerRequestContext[Any], generation: int) -> None:
-        try:
-            answer = await ctx.session.send_request(
-                types.ListRootsRequest(),
-                types.ListRootsResult,
-                request_read_timeout_seconds=ROOTS_FETCH_TIMEOUT,
-            )
-        except Exception as exc:  # an error answer, a timeout, a broken connection
-            self.access.fail_update(generation, _clean(str(exc)) or type(exc).__name__)
-            return
-        uris = [str(root.uri) for root in answer.roots]
-        access = self.access
-        try:
-            roots = await self._bounded(
-                lambda _watch: roots_from_uris(uris, access.cli, confine=access.confine)
-            )
-        except SandboxError as exc:
-            access.fail_update(generation, str(exc))
-            return
-        access.finish_update(generation, roots)

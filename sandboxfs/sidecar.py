@@ -26,12 +26,14 @@ import socket
 import stat
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, final
+from typing import TYPE_CHECKING, Any, Final, final
 
 import trio
-from mcp.server.transport_security import TransportSecuritySettings
 
 from sandboxfs.server import SandboxfsServer
+
+if TYPE_CHECKING:
+    from mcp.server.transport_security import TransportSecuritySettings
 
 log = logging.getLogger("sandboxfs")
 
@@ -103,6 +105,10 @@ def security_settings(
     endpoint: Endpoint, hosts: Sequence[str], origins: Sequence[str]
 ) -> TransportSecuritySettings:
     """Host and Origin allow-lists: loopback names by default, plus what was given."""
+    from mcp.server.transport_security import (  # noqa: PLC0415 - stdio never needs it
+        TransportSecuritySettings,
+    )
+
     allowed_hosts = ["127.0.0.1:*", "localhost:*", "[::1]:*", "localhost", *hosts]
     allowed_origins = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*", *origins]
     if endpoint.host and endpoint.port and not endpoint.loopback:
@@ -211,7 +217,9 @@ async def serve_http(
     from hypercorn.config import Config  # noqa: PLC0415
     from hypercorn.trio import serve  # noqa: PLC0415
 
-    mcp_app = server.server.streamable_http_app(
+    from sandboxfs.sdkserver import SdkAdapter  # noqa: PLC0415
+
+    mcp_app = SdkAdapter(server).server.streamable_http_app(
         streamable_http_path=MCP_PATH,
         json_response=options.json_response,
         stateless_http=True,

@@ -12,11 +12,15 @@ Closes the SDK stdio gaps (see PROTOCOL.md):
 * with a :class:`~sandboxfs.fastlane.FastLane`, the requests it takes are
   answered here, in a task of their own, without the SDK (a
   ``notifications/cancelled`` for one of them cancels it, unanswered);
+* the SDK (over a second to import) is loaded when the first message the lane
+  does not take arrives; a handshake the lane answered is replayed to it first,
+  its answer dropped, so it serves the connection as if it had seen it all;
 * the wire uses private copies of fds 0 and 1; fd 0 becomes /dev/null and
   fd 1 stderr, so a stray print() cannot corrupt the stream.
 
 No worker threads: stdin and stdout are trio ``FdStream``s.  The sans-IO part
-(:class:`LineSplitter`, :func:`classify`) is what the fuzz target exercises.
+(:class:`LineSplitter`, :func:`decode`, and :func:`sandboxfs.sdkwire.classify`)
+is what the fuzz target exercises.
 """
 
 from __future__ import annotations
@@ -26,27 +30,38 @@ import fcntl
 import json
 import logging
 import os
+import secrets
 import sys
-from collections.abc import Sequence
-from typing import Any, Final, TypeAlias, cast, final
+from collections.abc import Callable, Sequence
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Final, TypeAlias, final
 
 import anyio
-import mcp_types as types
 import trio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
-from mcp.server.lowlevel.server import Server
-from mcp.shared.dispatcher import coerce_request_id
-from mcp.shared.exceptions import MCPError
-from mcp.shared.message import SessionMessage
-from pydantic import ValidationError
 from pydantic_core import to_json
 
 from sandboxfs.fastlane import FastLane, Job
+from sandboxfs.protocol import (
+    INTERNAL_ERROR,
+    INVALID_REQUEST,
+    PARSE_ERROR,
+    ProtocolError,
+    correlation_key,
+    error_frame,
+    valid_id,
+)
+
+if TYPE_CHECKING:
+    from mcp.server.lowlevel.server import Server
+    from mcp.shared.message import SessionMessage
 
 log = logging.getLogger("sandboxfs")
 
 #: How long, at end of input, to wait for requests still in flight.
 EOF_DRAIN_TIMEOUT: Final = 30.0
+#: How long the SDK may take to answer a replayed handshake.
+REPLAY_TIMEOUT: Final = 30.0
 _READ_SIZE: Final = 256 * 1024
 
 #: Capacity asked for the stdout pipe (the unprivileged maximum by default).
@@ -57,32 +72,15 @@ _SPLIT_FRAME: Final = 64 * 1024
 
 #: What the relay writes: a server message, or a frame already encoded (by the
 #: reader, or for a request the fast lane answered).
-Outgoing: TypeAlias = SessionMessage | bytes
+Outgoing: TypeAlias = "SessionMessage | bytes"
+#: Builds the SDK's server for a connection (called at most once, when needed).
+SdkFactory: TypeAlias = "Callable[[], Server[Any]]"
 
 
-def error_frame(request_id: Any, code: int, message: str, data: Any = None) -> bytes:
-    """One JSON-RPC error line."""
-    error: dict[str, Any] = {"code": code, "message": message}
-    if data is not None:
-        error["data"] = data
-    frame = {"jsonrpc": "2.0", "id": request_id, "error": error}
-    return (json.dumps(frame, separators=(",", ":")) + "\n").encode()
-
-
-def _framed(frame: bytes) -> bytes:
+def framed(frame: bytes) -> bytes:
     """A JSON frame with its newline; a big one without (the relay sends it apart,
     sparing a copy of the frame)."""
     return frame + b"\n" if len(frame) < _SPLIT_FRAME else frame
-
-
-def _correlation_key(request_id: Any) -> Any:
-    """A request id as the SDK correlates it (``"7"`` is 7); None for a value that
-    cannot be an id (a client's ``notifications/cancelled`` may name anything)."""
-    return coerce_request_id(request_id) if _valid_id(request_id) else None
-
-
-def _valid_id(value: Any) -> bool:
-    return (isinstance(value, int) and not isinstance(value, bool)) or isinstance(value, str)
 
 
 def _envelope_problem(obj: dict[str, Any]) -> str | None:
@@ -103,6 +101,7 @@ def _envelope_problem(obj: dict[str, Any]) -> str | None:
 
 #: The members of a request the fast lane may take without pydantic's validation.
 _PLAIN_REQUEST: Final = frozenset({"jsonrpc", "id", "method", "params"})
+_PLAIN_NOTIFICATION: Final = frozenset({"jsonrpc", "method", "params"})
 
 
 def decode(line: bytes) -> dict[str, Any] | bytes | None:
@@ -113,37 +112,27 @@ def decode(line: bytes) -> dict[str, Any] | bytes | None:
     try:
         obj = json.loads(line)
     except (ValueError, RecursionError):
-        return error_frame(None, types.PARSE_ERROR, "Parse error")
+        return error_frame(None, PARSE_ERROR, "Parse error")
     if not isinstance(obj, dict):
-        return error_frame(None, types.INVALID_REQUEST, "Invalid Request")
+        return error_frame(None, INVALID_REQUEST, "Invalid Request")
     # A bad id would make pydantic read a request as a notification: refuse it first.
-    if "id" in obj and not _valid_id(obj["id"]):
-        return error_frame(None, types.INVALID_REQUEST, "Invalid Request: bad id")
+    if "id" in obj and not valid_id(obj["id"]):
+        return error_frame(None, INVALID_REQUEST, "Invalid Request: bad id")
     problem = _envelope_problem(obj)
     if problem is not None:
-        return error_frame(obj.get("id"), types.INVALID_REQUEST, f"Invalid Request: {problem}")
+        return error_frame(obj.get("id"), INVALID_REQUEST, f"Invalid Request: {problem}")
     return obj
-
-
-def to_message(obj: dict[str, Any]) -> SessionMessage | bytes:
-    """A decoded object as the SDK's message, or the error line for what it is not."""
-    try:
-        return SessionMessage(types.jsonrpc_message_adapter.validate_python(obj, by_name=False))
-    except ValidationError:
-        problem = "not a request, notification or response"
-    return error_frame(obj.get("id"), types.INVALID_REQUEST, f"Invalid Request: {problem}")
-
-
-def classify(line: bytes) -> SessionMessage | bytes | None:
-    """A message to pass to the server, an error line to send back, or None (blank)."""
-    obj = decode(line)
-    return obj if obj is None or isinstance(obj, bytes) else to_message(obj)
 
 
 def plain_request(obj: dict[str, Any]) -> bool:
     """A request with nothing beyond what :func:`decode` checked: the fast lane may
     take it as it is."""
     return "id" in obj and "method" in obj and obj.keys() <= _PLAIN_REQUEST
+
+
+def plain_notification(obj: dict[str, Any]) -> bool:
+    """A notification with nothing beyond what :func:`decode` checked."""
+    return "id" not in obj and "method" in obj and obj.keys() <= _PLAIN_NOTIFICATION
 
 
 @final
@@ -200,193 +189,6 @@ class InputCloser:
         self.scope.cancel()
 
 
-def _sanitize(message: types.JSONRPCMessage, versions: Sequence[str]) -> types.JSONRPCMessage:
-    """Rewrite what the SDK would leak or understate on the wire."""
-    if not isinstance(message, types.JSONRPCError):
-        return message
-    error = message.error
-    if error.code == 0:  # the SDK's 2025-era catch-all: str(exc) may name host paths
-        return types.JSONRPCError(
-            jsonrpc="2.0",
-            id=message.id,
-            error=types.ErrorData(code=types.INTERNAL_ERROR, message="Internal error"),
-        )
-    if (
-        error.code == types.UNSUPPORTED_PROTOCOL_VERSION
-        and isinstance(error.data, dict)
-        and error.message == "Unsupported protocol version"
-    ):
-        data = {**error.data, "supported": list(versions)}
-        return types.JSONRPCError(
-            jsonrpc="2.0",
-            id=message.id,
-            error=types.ErrorData(code=error.code, message=error.message, data=data),
-        )
-    return message
-
-
-@final
-class _Connection:
-    """One stdio connection: a reader, and a relay that is the only writer.
-
-    The reader's own answers (parse errors, refused lines) go to the relay on the
-    same stream as the server's messages, already encoded.
-    """
-
-    def __init__(
-        self,
-        max_line: int,
-        versions: Sequence[str],
-        closer: InputCloser,
-        lane: FastLane | None,
-        nursery: trio.Nursery,
-    ) -> None:
-        self.max_line = max_line
-        self.versions = versions
-        self.reader_scope = closer.scope
-        self.lane = lane
-        self.nursery = nursery
-        self.in_flight: set[Any] = set()
-        self.drained = trio.Event()
-        #: Requests the lane is answering, by coerced id: what cancels them.
-        self.lane_calls: dict[Any, trio.CancelScope] = {}
-
-    def settled(self, request_id: Any) -> None:
-        """A request was answered, or cancelled by the client (then it never will be)."""
-        self.in_flight.discard(_correlation_key(request_id))
-        if not self.in_flight:
-            self.drained.set()
-
-    @staticmethod
-    async def answer(replies: MemoryObjectSendStream[Outgoing], frame: bytes) -> None:
-        with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
-            await replies.send(frame)
-
-    async def handle(
-        self,
-        line: bytes | None,
-        out: MemoryObjectSendStream[SessionMessage | Exception],
-        replies: MemoryObjectSendStream[Outgoing],
-    ) -> None:
-        if line is None:
-            text = f"Request too large: a line may hold at most {self.max_line} bytes"
-            await self.answer(replies, error_frame(None, types.INVALID_REQUEST, text))
-            return
-        obj = decode(line)
-        if obj is None:
-            return
-        if isinstance(obj, bytes):
-            await self.answer(replies, obj)
-            return
-        if self.lane is not None and self.lane.open and plain_request(obj):
-            job = self.lane.route(obj["method"], obj.get("params"))
-            if job is not None:
-                self.in_flight.add(coerce_request_id(obj["id"]))
-                self.nursery.start_soon(self.run_lane_job, obj["id"], job, replies)
-                return
-        item = to_message(obj)
-        if isinstance(item, bytes):
-            await self.answer(replies, item)
-            return
-        message = item.message
-        if isinstance(message, types.JSONRPCRequest):
-            self.in_flight.add(coerce_request_id(message.id))
-            if self.lane is not None:
-                self.lane.forwarded(message)
-        elif (
-            isinstance(message, types.JSONRPCNotification)
-            and message.method == "notifications/cancelled"
-        ):
-            cancelled = (message.params or {}).get("requestId")
-            self.cancel_lane_job(cancelled)
-            self.settled(cancelled)
-        await out.send(item)
-
-    async def run_lane_job(
-        self, request_id: Any, job: Job, replies: MemoryObjectSendStream[Outgoing]
-    ) -> None:
-        """Answer one request the lane took, unless the client cancels it."""
-        key = coerce_request_id(request_id)
-        frame = None
-        with trio.CancelScope() as scope:
-            self.lane_calls[key] = scope
-            try:
-                result = await job()
-                frame = _framed(to_json({"jsonrpc": "2.0", "id": request_id, "result": result}))
-            except MCPError as exc:
-                error = exc.error
-                frame = error_frame(request_id, error.code, error.message, error.data)
-            except Exception:
-                log.exception("internal error in a fast-lane request")
-                frame = error_frame(request_id, types.INTERNAL_ERROR, "Internal error")
-            finally:
-                if self.lane_calls.get(key) is scope:
-                    del self.lane_calls[key]
-        if frame is not None and not scope.cancel_called:
-            await self.answer(replies, frame)
-        self.settled(request_id)
-
-    def cancel_lane_job(self, request_id: Any) -> None:
-        scope = self.lane_calls.get(_correlation_key(request_id))
-        if scope is not None:
-            scope.cancel()
-
-    async def reader(
-        self,
-        stdin: trio.lowlevel.FdStream,
-        out: MemoryObjectSendStream[SessionMessage | Exception],
-        replies: MemoryObjectSendStream[Outgoing],
-    ) -> None:
-        splitter = LineSplitter(self.max_line)
-        async with out, replies:
-            with self.reader_scope:
-                while chunk := await stdin.receive_some(_READ_SIZE):
-                    for line in splitter.feed(chunk):
-                        await self.handle(line, out, replies)
-                for line in splitter.finish():
-                    await self.handle(line, out, replies)
-            # End of input: answer what is still running before the server sees EOF
-            # (the SDK would cancel it and answer -32000 "Connection closed").
-            if self.in_flight:
-                self.drained = trio.Event()  # set once the last of them settles
-                with trio.move_on_after(EOF_DRAIN_TIMEOUT):
-                    await self.drained.wait()
-
-    def encode(self, item: Outgoing) -> bytes:
-        """The wire frame for a server message (sanitized) or a ready frame."""
-        if isinstance(item, bytes):
-            return item
-        message = _sanitize(item.message, self.versions)
-        if self.lane is not None:
-            self.lane.sent(message)
-        if isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
-            self.settled(message.id)
-        # Straight to bytes: model_dump_json would decode them into a str first, and a
-        # big result would then be copied twice more on its way out.
-        return _framed(
-            message.__pydantic_serializer__.to_json(message, by_alias=True, exclude_unset=True)
-        )
-
-    async def relay(
-        self, source: MemoryObjectReceiveStream[Outgoing], stdout: trio.lowlevel.FdStream
-    ) -> None:
-        """Write every outgoing message, in order; after the client closed stdout,
-        drop them (reading on until the senders finish)."""
-        open_ = True
-        async with source:
-            async for item in source:
-                frame = self.encode(item)
-                if not open_:
-                    continue
-                try:
-                    await stdout.send_all(frame)
-                    if not frame.endswith(b"\n"):  # a big frame: its newline apart, no copy
-                        await stdout.send_all(b"\n")
-                except (trio.BrokenResourceError, trio.ClosedResourceError):
-                    log.info("stdout closed by the client")
-                    open_ = False
-
-
 def take_stdio(stdin_fd: int = 0, stdout_fd: int = 1) -> tuple[int, int]:
     """Private copies of the wire fds; fd 0 becomes /dev/null and fd 1 stderr, so a
     stray print() (ours or a library's) cannot corrupt the stream.  Call it before
@@ -405,8 +207,228 @@ def take_stdio(stdin_fd: int = 0, stdout_fd: int = 1) -> tuple[int, int]:
     return wire_in, wire_out
 
 
+@final
+class _Connection:
+    """One stdio connection: a reader, a relay that is the only writer, and the
+    SDK's server loop once a message needs it.
+
+    The reader's own answers (parse errors, refused lines) go to the relay on the
+    same stream as the server's messages, already encoded.
+    """
+
+    def __init__(
+        self,
+        make_sdk: SdkFactory,
+        *,
+        max_line: int,
+        versions: Sequence[str],
+        closer: InputCloser,
+        lane: FastLane | None,
+        nursery: trio.Nursery,
+        replies: MemoryObjectSendStream[Outgoing],
+    ) -> None:
+        self.make_sdk = make_sdk
+        self.max_line = max_line
+        self.versions = versions
+        self.reader_scope = closer.scope
+        self.lane = lane
+        self.nursery = nursery
+        self.replies = replies
+        self.in_flight: set[Any] = set()
+        self.drained = trio.Event()
+        #: Requests the lane is answering, by correlation key: what cancels them.
+        self.lane_calls: dict[Any, trio.CancelScope] = {}
+        #: Once the SDK runs: its input, and :mod:`sandboxfs.sdkwire`.
+        self.to_server: MemoryObjectSendStream[SessionMessage | Exception] | None = None
+        self.wire: ModuleType | None = None
+        #: The id of a replayed ``initialize``, and the event its answer sets.
+        self.replay_id = f"sandboxfs-replay-{secrets.token_hex(8)}"
+        self.replay_answered = trio.Event()
+
+    def settled(self, request_id: Any) -> None:
+        """A request was answered, or cancelled by the client (then it never will be)."""
+        self.in_flight.discard(correlation_key(request_id))
+        if not self.in_flight:
+            self.drained.set()
+
+    async def answer(self, frame: bytes) -> None:
+        with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+            await self.replies.send(frame)
+
+    async def handle(self, line: bytes | None) -> None:
+        if line is None:
+            text = f"Request too large: a line may hold at most {self.max_line} bytes"
+            await self.answer(error_frame(None, INVALID_REQUEST, text))
+            return
+        obj = decode(line)
+        if obj is None:
+            return
+        if isinstance(obj, bytes):
+            await self.answer(obj)
+            return
+        lane = self.lane
+        if lane is not None and plain_request(obj):
+            job = lane.route(obj["method"], obj.get("params"))
+            if job is not None:
+                self.in_flight.add(correlation_key(obj["id"]))
+                self.nursery.start_soon(self.run_lane_job, obj["id"], job)
+                return
+        if "id" not in obj and obj.get("method") == "notifications/cancelled":
+            params = obj.get("params") or {}
+            cancelled = params.get("requestId")
+            self.cancel_lane_job(cancelled)
+            self.settled(cancelled)
+            if self.to_server is None:  # nothing else could be cancelled
+                return
+        elif (
+            lane is not None
+            and self.to_server is None
+            and plain_notification(obj)
+            and lane.notified(obj["method"], obj.get("params"))
+        ):
+            return
+        await self.to_sdk(obj)
+
+    async def to_sdk(self, obj: dict[str, Any]) -> None:
+        """Pass a decoded message to the SDK (loading it first if need be)."""
+        if self.to_server is None:
+            log.info("Loading the MCP SDK (for %s)", obj.get("method", "a response"))
+        to_server = self.to_server or await self.start_sdk()
+        assert self.wire is not None
+        item = self.wire.to_message(obj)
+        if isinstance(item, bytes):
+            await self.answer(item)
+            return
+        if "id" in obj and "method" in obj:
+            self.in_flight.add(correlation_key(obj["id"]))
+            if self.lane is not None:
+                self.lane.forwarded(obj["method"], obj.get("params"), obj["id"])
+        await to_server.send(item)
+
+    async def start_sdk(self) -> MemoryObjectSendStream[SessionMessage | Exception]:
+        """Load the SDK and start its server loop; replay the handshake the lane
+        answered, if any, and wait for the SDK's answer (which is dropped)."""
+        from sandboxfs import sdkwire  # noqa: PLC0415 - the SDK loads only when needed
+
+        self.wire = sdkwire
+        server = self.make_sdk()
+        to_server: MemoryObjectSendStream[SessionMessage | Exception]
+        server_in: MemoryObjectReceiveStream[SessionMessage | Exception]
+        to_server, server_in = anyio.create_memory_object_stream[Any](16)
+        server_out = self.replies.clone()
+        self.to_server = to_server
+        self.nursery.start_soon(self.run_sdk, server, server_in, server_out)
+        for obj in self.lane.sdk_started(self.replay_id) if self.lane is not None else []:
+            item = sdkwire.to_message(obj)
+            if isinstance(item, bytes):  # the lane only greets valid handshakes
+                log.error("the fast lane's handshake does not validate: %r", item)
+                continue
+            await to_server.send(item)
+            if "id" in obj:
+                with trio.move_on_after(REPLAY_TIMEOUT):
+                    await self.replay_answered.wait()
+                if not self.replay_answered.is_set():
+                    log.error("the SDK did not answer the replayed initialize")
+        return to_server
+
+    async def run_sdk(
+        self,
+        server: Server[Any],
+        server_in: MemoryObjectReceiveStream[SessionMessage | Exception],
+        server_out: MemoryObjectSendStream[Outgoing],
+    ) -> None:
+        async with server_in, server_out:
+            await server.run(server_in, server_out, server.create_initialization_options())
+        self.reader_scope.cancel()
+
+    async def run_lane_job(self, request_id: Any, job: Job) -> None:
+        """Answer one request the lane took, unless the client cancels it."""
+        key = correlation_key(request_id)
+        frame = None
+        with trio.CancelScope() as scope:
+            self.lane_calls[key] = scope
+            try:
+                result = await job()
+                frame = framed(to_json({"jsonrpc": "2.0", "id": request_id, "result": result}))
+            except ProtocolError as exc:
+                frame = error_frame(request_id, exc.code, exc.message, exc.data)
+            except Exception:
+                log.exception("internal error in a fast-lane request")
+                frame = error_frame(request_id, INTERNAL_ERROR, "Internal error")
+            finally:
+                if self.lane_calls.get(key) is scope:
+                    del self.lane_calls[key]
+        if frame is not None and not scope.cancel_called:
+            await self.answer(frame)
+        self.settled(request_id)
+
+    def cancel_lane_job(self, request_id: Any) -> None:
+        scope = self.lane_calls.get(correlation_key(request_id))
+        if scope is not None:
+            scope.cancel()
+
+    async def reader(self, stdin: trio.lowlevel.FdStream) -> None:
+        splitter = LineSplitter(self.max_line)
+        try:
+            async with self.replies:
+                with self.reader_scope:
+                    while chunk := await stdin.receive_some(_READ_SIZE):
+                        for line in splitter.feed(chunk):
+                            await self.handle(line)
+                    for line in splitter.finish():
+                        await self.handle(line)
+                # End of input: answer what is still running before the server sees
+                # EOF (the SDK would cancel it and answer -32000 "Connection closed").
+                if self.in_flight:
+                    self.drained = trio.Event()  # set once the last of them settles
+                    with trio.move_on_after(EOF_DRAIN_TIMEOUT):
+                        await self.drained.wait()
+        finally:
+            if self.to_server is not None:
+                self.to_server.close()
+
+    def encode(self, item: Outgoing) -> bytes:
+        """The wire frame for a server message (sanitized) or a ready frame; nothing
+        for the answer to a replayed handshake."""
+        if isinstance(item, bytes):
+            return item
+        wire = self.wire
+        assert wire is not None  # the SDK sends only once it is loaded
+        message = wire.sanitize(item.message, self.versions)
+        answered = wire.answer_of(message)
+        if answered is not None:
+            request_id, result = answered
+            if request_id == self.replay_id:
+                self.replay_answered.set()
+                return b""
+            if self.lane is not None:
+                self.lane.answered(request_id, result)
+            self.settled(request_id)
+        frame: bytes = wire.encode(message)
+        return frame
+
+    async def relay(
+        self, source: MemoryObjectReceiveStream[Outgoing], stdout: trio.lowlevel.FdStream
+    ) -> None:
+        """Write every outgoing message, in order; after the client closed stdout,
+        drop them (reading on until the senders finish)."""
+        open_ = True
+        async with source:
+            async for item in source:
+                frame = self.encode(item)
+                if not open_ or not frame:
+                    continue
+                try:
+                    await stdout.send_all(frame)
+                    if not frame.endswith(b"\n"):  # a big frame: its newline apart, no copy
+                        await stdout.send_all(b"\n")
+                except (trio.BrokenResourceError, trio.ClosedResourceError):
+                    log.info("stdout closed by the client")
+                    open_ = False
+
+
 async def serve_stdio(
-    server: Server[Any],
+    make_sdk: SdkFactory,
     wire: tuple[int, int],
     *,
     max_line: int,
@@ -414,19 +436,24 @@ async def serve_stdio(
     closer: InputCloser | None = None,
     lane: FastLane | None = None,
 ) -> None:
-    """Serve ``server`` over the ``wire`` fds (from :func:`take_stdio`) until end of
-    input (or ``closer``), the requests ``lane`` takes without the SDK."""
+    """Serve MCP over the ``wire`` fds (from :func:`take_stdio`) until end of input
+    (or ``closer``): the requests ``lane`` takes without the SDK, the rest by the
+    SDK server ``make_sdk`` builds when the first of them arrives."""
     wire_in, wire_out = wire
-    to_server, server_in = anyio.create_memory_object_stream[SessionMessage | Exception](16)
     outgoing, to_client = anyio.create_memory_object_stream[Outgoing](64)
-    server_out = cast("MemoryObjectSendStream[SessionMessage]", outgoing.clone())
     async with (
         trio.lowlevel.FdStream(wire_in) as stdin,
         trio.lowlevel.FdStream(wire_out) as stdout,
         trio.open_nursery() as nursery,
     ):
-        connection = _Connection(max_line, versions, closer or InputCloser(), lane, nursery)
-        nursery.start_soon(connection.reader, stdin, to_server, outgoing)
+        connection = _Connection(
+            make_sdk,
+            max_line=max_line,
+            versions=versions,
+            closer=closer or InputCloser(),
+            lane=lane,
+            nursery=nursery,
+            replies=outgoing,
+        )
+        nursery.start_soon(connection.reader, stdin)
         nursery.start_soon(connection.relay, to_client, stdout)
-        await server.run(server_in, server_out, server.create_initialization_options())
-        connection.reader_scope.cancel()

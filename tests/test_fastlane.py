@@ -17,6 +17,8 @@ from mcp_client import spawn_stdio
 from sandboxfs.fastlane import NO_FAST_LANE_ENV
 
 LANE_OPEN = "Fast lane open"
+LANE_GREETED = "Fast lane open: it answered the handshake"
+SDK_LOADED = "Loading the MCP SDK"
 LANE_TOOK = "The fast lane answered {} request(s) without the SDK dispatcher"
 PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
@@ -127,9 +129,11 @@ def test_the_lane_answers_as_the_sdk_does(tree: Tree, version: str) -> None:
         populate(tree.root)
         env = None if lane else {NO_FAST_LANE_ENV: "1"}
         answers[lane], log = exchange(tree.root, [*initialize(version), *CALLS], env)
-        assert (LANE_OPEN in log) is lane
-        # Every plain tools/call and ping: all but 25, 26 (odd fields) and 27 (tools/list).
-        assert (LANE_TOOK.format(len(CALLS) - 3) in log) is lane
+        assert (LANE_GREETED in log) is lane
+        # initialize, and every plain request: all but 25 and 26 (odd fields), which load
+        # the SDK mid-connection: it is handed the handshake before them.
+        assert (LANE_TOOK.format(len(CALLS) - 1) in log) is lane
+        assert SDK_LOADED in log
         assert (tree.root / "w" / "edit.txt").read_text() == "one\nTWO\n"
         assert sorted(p.name for p in (tree.root / "w").iterdir()) == [
             "edit.txt",
@@ -207,7 +211,72 @@ def test_a_cancelled_lane_call_is_never_answered(tree: Tree) -> None:
         [*lines, cancel, tool(2, "read_text_file", path="a.txt")],
         env={"SANDBOXFS_TEST_STALL": "3:slow"},
     )
-    assert LANE_TOOK.format(2) in log
+    assert LANE_TOOK.format(3) in log  # initialize and both calls
     assert 1 not in answers
     assert answers[2]["result"]["content"][0]["text"] == "one\ntwo\nthree\n"
     assert time.monotonic() - started < 15  # end of input did not wait for the cancelled call
+
+
+def test_a_plain_session_never_loads_the_sdk(tree: Tree) -> None:
+    populate(tree.root)
+    lines = [
+        *initialize("2025-11-25"),
+        request(1, "tools/list"),
+        request(2, "tools/list", {"_meta": {"progressToken": "t"}}),
+        tool(3, "read_text_file", path="a.txt"),
+        request(4, "ping"),
+    ]
+    answers, log = exchange(tree.root, lines)
+    assert SDK_LOADED not in log
+    assert LANE_TOOK.format(5) in log
+    assert answers[0]["result"]["protocolVersion"] == "2025-11-25"
+    assert answers[0]["result"]["serverInfo"]["name"] == "sandboxfs"
+    names = [t["name"] for t in answers[1]["result"]["tools"]]
+    assert "read_text_file" in names and "edit_file" in names
+    assert answers[2]["result"] == answers[1]["result"]
+    assert answers[3]["result"]["content"][0]["text"] == "one\ntwo\nthree\n"
+    assert answers[4]["result"] == {}
+    # The client did not use Roots: the command line decides, said once.
+    assert log.count("the client does not use Roots") == 1
+
+
+def _initialize_with(**changes: Any) -> dict[str, Any]:
+    params = initialize_params("2025-06-18")
+    params.update(changes)
+    return {key: value for key, value in params.items() if value is not None}
+
+
+ODD_HANDSHAKES = {  # what the lane leaves to the SDK, by what is odd about it
+    "unknown version": _initialize_with(protocolVersion="2099-01-01"),
+    "modern version": _initialize_with(protocolVersion="2026-07-28"),
+    "version not a string": _initialize_with(protocolVersion=20250618),
+    "no client info": _initialize_with(clientInfo=None),
+    "client info not strings": _initialize_with(clientInfo={"name": "x", "version": 1}),
+    "client info extra": _initialize_with(clientInfo={"name": "x", "version": "1", "u": "v"}),
+    "capability with content": _initialize_with(capabilities={"sampling": {"tools": {}}}),
+    "unknown capability": _initialize_with(capabilities={"experimental": {}}),
+    "capabilities not an object": _initialize_with(capabilities=[]),
+    "extra field": _initialize_with(_meta={"progressToken": 1}),
+    "plain, with both greeted capabilities": _initialize_with(
+        capabilities={"sampling": {}, "elicitation": {}}
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ODD_HANDSHAKES))
+def test_every_handshake_is_answered_as_the_sdk_does(tree: Tree, case: str) -> None:
+    populate(tree.root)
+    initialized = json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    lines = [
+        request(0, "initialize", ODD_HANDSHAKES[case]),
+        initialized,
+        request(1, "tools/list"),
+        tool(2, "read_text_file", path="a.txt"),
+        request(3, "resources/templates/list"),  # the SDK's, after a greeting by the lane
+    ]
+    answers = {}
+    for lane in (True, False):
+        env = None if lane else {NO_FAST_LANE_ENV: "1"}
+        answers[lane], log = exchange(tree.root, lines, env)
+        assert (LANE_GREETED in log) is (lane and case.startswith("plain")), log
+    assert answers[True] == answers[False]

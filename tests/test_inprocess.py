@@ -15,8 +15,10 @@ from mcp.shared.exceptions import MCPError
 from helpers import Tree, open_fd_count
 from sandboxfs.access import AccessControl
 from sandboxfs.allowlist import AllowList, Root
+from sandboxfs.sdkserver import SdkAdapter
+from sandboxfs.sdkwire import sanitize
 from sandboxfs.server import SandboxfsServer, ServerOptions
-from sandboxfs.stdio import LineSplitter, _sanitize
+from sandboxfs.stdio import LineSplitter
 
 
 def _server(tree: Tree) -> SandboxfsServer:
@@ -49,7 +51,7 @@ def test_fd_count_returns_to_baseline_after_1000_concurrent_calls(tree: Tree) ->
     ]
 
     async def main() -> tuple[int, int, int]:
-        async with Client(server.server, mode="2026-07-28", cache=None) as client:
+        async with Client(SdkAdapter(server).server, mode="2026-07-28", cache=None) as client:
             errors = 0
 
             async def one(i: int) -> None:
@@ -90,7 +92,7 @@ def test_unexpected_exceptions_become_internal_error_without_details(
 
     async def main() -> None:
         for mode in ("legacy", "2026-07-28"):
-            async with Client(server.server, mode=mode, cache=None) as client:  # type: ignore[arg-type]
+            async with Client(SdkAdapter(server).server, mode=mode, cache=None) as client:  # type: ignore[arg-type]
                 try:
                     await client.call_tool("get_file_info", {"path": "x"})
                 except MCPError as exc:
@@ -108,7 +110,7 @@ def test_sdk_code_zero_errors_are_rewritten() -> None:
     leaky = types.JSONRPCError(
         jsonrpc="2.0", id=3, error=types.ErrorData(code=0, message="/home/alice/secret")
     )
-    clean = _sanitize(leaky, ["2026-07-28"])
+    clean = sanitize(leaky, ["2026-07-28"])
     assert isinstance(clean, types.JSONRPCError)
     assert (clean.error.code, clean.error.message) == (-32603, "Internal error")
 

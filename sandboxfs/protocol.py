@@ -1,0 +1,66 @@
+"""The wire facts the stdio path needs without importing the MCP SDK.
+
+Protocol versions, JSON-RPC error codes and how request ids correlate, with the
+SDK's own values (a test compares them).  Importing the SDK costs over a second
+and some 60 MiB, so the stdio transport and the fast lane use these and load
+the SDK only when a connection needs it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Final
+
+#: Versions negotiated by an ``initialize`` handshake (the 2025 era).
+HANDSHAKE_VERSIONS: Final = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
+#: Versions whose requests each carry their envelope (no handshake).
+MODERN_VERSIONS: Final = ("2026-07-28",)
+#: Every protocol version served.
+SUPPORTED_VERSIONS: Final = (*HANDSHAKE_VERSIONS, *MODERN_VERSIONS)
+
+PROTOCOL_VERSION_META_KEY: Final = "io.modelcontextprotocol/protocolVersion"
+CLIENT_CAPABILITIES_META_KEY: Final = "io.modelcontextprotocol/clientCapabilities"
+CLIENT_INFO_META_KEY: Final = "io.modelcontextprotocol/clientInfo"
+SERVER_INFO_META_KEY: Final = "io.modelcontextprotocol/serverInfo"
+
+PARSE_ERROR: Final = -32700
+INVALID_REQUEST: Final = -32600
+INVALID_PARAMS: Final = -32602
+INTERNAL_ERROR: Final = -32603
+
+
+class ProtocolError(Exception):
+    """A request fails as a JSON-RPC error (not as a tool's ``isError`` result)."""
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+
+
+def valid_id(value: Any) -> bool:
+    """Whether ``value`` can be a JSON-RPC request id (an integer or a string)."""
+    return (isinstance(value, int) and not isinstance(value, bool)) or isinstance(value, str)
+
+
+def correlation_key(request_id: Any) -> Any:
+    """A request id as the SDK correlates it (``"7"`` is 7); None for a value that
+    cannot be an id (a client's ``notifications/cancelled`` may name anything)."""
+    if not valid_id(request_id):
+        return None
+    if isinstance(request_id, str):
+        try:
+            return int(request_id)
+        except ValueError:
+            pass
+    return request_id
+
+
+def error_frame(request_id: Any, code: int, message: str, data: Any = None) -> bytes:
+    """One JSON-RPC error line."""
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    frame = {"jsonrpc": "2.0", "id": request_id, "error": error}
+    return (json.dumps(frame, separators=(",", ":")) + "\n").encode()
