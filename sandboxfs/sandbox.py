@@ -116,6 +116,15 @@ class OpenFile:
         return self.file.fileno()
 
 
+@final
+class Inspection(NamedTuple):
+    """What ``get_file_info`` reports of a path that is not a symlink."""
+
+    info: syscalls.Statx
+    xattrs: dict[str, bytes]
+    revision: str | None
+
+
 class _TooManyEntries(Exception):
     """A tree has more entries than a revision may describe."""
 
@@ -268,6 +277,30 @@ class Sandbox:
                 return read_xattrs(fd)
         with self.open_file(path) as f:
             return read_xattrs(f.fd)
+
+    def inspect(self, path: str) -> Inspection | None:
+        """``statx``, extended attributes and revision of ``path``, from one resolution
+        (what :meth:`stat`, :meth:`xattrs` and :meth:`revision` would say); None if
+        ``path`` is itself a symlink.  Special files are described, never opened."""
+        probe, loc = self.resolver.open(path, os.O_PATH, follow=False)
+        with closing_fd(probe):
+            info = syscalls.fstatx(probe)
+            if stat.S_ISLNK(info.mode):
+                return None
+            if not (stat.S_ISREG(info.mode) or stat.S_ISDIR(info.mode)):
+                return Inspection(info, {}, None)
+            st = os.fstat(probe)
+        flags = _LIST_FLAGS if stat.S_ISDIR(info.mode) else _READ_FLAGS
+        try:
+            fd = self.resolver.openat(loc, flags | os.O_NOFOLLOW)
+        except OSError as exc:
+            raise self.resolver.error(exc, path) from None
+        with closing_fd(fd):
+            opened = os.fstat(fd)
+            if not _same_file(opened, st):
+                raise Conflict(f"{path} changed while it was described; try again")
+            attributes = read_xattrs(fd)
+            return Inspection(info, attributes, self._revision_of_fd(fd, opened, path, fresh=False))
 
     def directory(self, path: str) -> Location:
         """The location of the directory ``path`` (symlinks inside followed), for walks."""

@@ -14,6 +14,7 @@ import stat
 import tempfile
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -545,6 +546,30 @@ def test_a_listing_and_its_revision_come_from_one_reading(tree: Tree) -> None:
     (tree.root / "d" / "e" / "h.txt").write_text("one too many")
     assert sandbox.list_dir_and_revision("d")[1] is None  # over the budget
     assert sandbox.revision("d") is None
+
+
+def test_an_inspection_says_what_stat_xattrs_and_revision_say(tree: Tree) -> None:
+    (tree.root / "d").mkdir()
+    (tree.root / "d" / "f.txt").write_text("f")
+    xattr.setxattr(str(tree.root / "d" / "f.txt"), "user.note", b"hello")
+    xattr.setxattr(str(tree.root / "d"), "user.dir", b"\xff")
+    os.mkfifo(tree.root / "pipe")
+    (tree.root / "link").symlink_to("d/f.txt")
+    sandbox = tree.sandbox()
+    for path in ("d", "d/f.txt", "d/"):
+        inspection = sandbox.inspect(path)
+        assert inspection is not None
+        # (reading a directory for its revision may move its access time)
+        assert replace(inspection.info, atime_ns=0) == replace(sandbox.stat(path), atime_ns=0)
+        assert inspection.xattrs == sandbox.xattrs(path)
+        assert inspection.revision == sandbox.revision(path)
+    assert sandbox.inspect("d/f.txt").xattrs == {"user.note": b"hello"}  # type: ignore[union-attr]
+    fifo = sandbox.inspect("pipe")  # described, never opened (that would block)
+    assert fifo is not None and stat.S_ISFIFO(fifo.info.mode)
+    assert (fifo.xattrs, fifo.revision) == ({}, None)
+    assert sandbox.inspect("link") is None  # a symlink is described link by link
+    with pytest.raises(NotFound):
+        sandbox.inspect("missing")
 
 
 def test_a_whole_read_sees_growth_after_its_fstat(tree: Tree) -> None:

@@ -112,6 +112,11 @@ def _xattr_fields(ctx: CallContext, path: str, mode: int) -> dict[str, str]:
         attributes = ctx.sandbox.xattrs(path)
     except SandboxError:
         return {}
+    return _shown_xattrs(attributes)
+
+
+def _shown_xattrs(attributes: dict[str, bytes]) -> dict[str, str]:
+    """Extended attributes as text: UTF-8 as it is, anything else as base64."""
     shown: dict[str, str] = {}
     for name, value in attributes.items():
         try:
@@ -122,9 +127,17 @@ def _xattr_fields(ctx: CallContext, path: str, mode: int) -> dict[str, str]:
 
 
 def get_file_info(ctx: CallContext, /, path: str) -> ToolResult:
-    link = _link_fields(ctx, path)
-    follow = not (link["isSymlink"] and not link.get("symlinkTargetInside", True))
-    info = ctx.sandbox.stat(path, follow=follow)
+    inspection = ctx.sandbox.inspect(path)
+    if inspection is None:  # a symlink: the link, then what it leads to (if inside)
+        link = _link_fields(ctx, path)
+        follow = not (link["isSymlink"] and not link.get("symlinkTargetInside", True))
+        info = ctx.sandbox.stat(path, follow=follow)
+        xattrs = _xattr_fields(ctx, path, info.mode)
+        revision = ctx.sandbox.revision(path) if follow else None
+    else:
+        link, follow = {"isSymlink": False}, True
+        info, xattrs = inspection.info, _shown_xattrs(inspection.xattrs)
+        revision = inspection.revision
     fields: dict[str, Any] = {
         "size": info.size,
         "created": iso_time(info.btime_ns),
@@ -139,8 +152,6 @@ def get_file_info(ctx: CallContext, /, path: str) -> ToolResult:
         "group": ctx.accounts.group(info.gid),
         **link,
     }
-    xattrs = _xattr_fields(ctx, path, info.mode)
-    revision = ctx.sandbox.revision(path) if follow else None
     lines = [
         f"{key}: {str(value).lower() if isinstance(value, bool) else value}"
         for key, value in fields.items()
