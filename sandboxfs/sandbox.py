@@ -392,7 +392,9 @@ class Sandbox:
         """Description lines of everything below ``dir_fd``, walked through descriptors
         opened beneath it without following symlinks; ``top`` (entries with their
         ``lstat``, read from ``dir_fd``) spares reading the first level again.  More
-        than ``budget`` entries raise :class:`_TooManyEntries`."""
+        than ``budget`` entries raise :class:`_TooManyEntries`, before any is stat-ed."""
+        if not self._fits(dir_fd, path, budget):
+            raise _TooManyEntries(budget)
         pending: list[tuple[int, str]] = [(os.dup(dir_fd), "")]
         seen = 0
         max_slashes = self.limits.tree_depth
@@ -425,6 +427,37 @@ class Sandbox:
         finally:
             for fd, _ in pending:
                 os.close(fd)
+
+    def _fits(self, dir_fd: int, path: str, budget: int) -> bool:
+        """Whether the tree :meth:`_tree_lines` would describe has at most ``budget``
+        entries, counted by name alone (no ``stat``): a big tree's revision is given
+        up at a fraction of the cost of describing it up to the budget.  A directory
+        that cannot be read is not counted; the description reports it."""
+        pending: list[tuple[int, int]] = [(os.dup(dir_fd), 0)]  # (fd, its entries' slashes)
+        seen = 0
+        max_slashes = self.limits.tree_depth
+        try:
+            while pending:
+                fd, slashes = pending.pop()
+                with closing_fd(fd), self.resolver.watch.step(path), os.scandir(fd) as it:
+                    for item in it:
+                        seen += 1
+                        if seen > budget:
+                            return False
+                        if slashes < max_slashes and item.is_dir(follow_symlinks=False):
+                            try:
+                                child = syscalls.openat2(
+                                    fd, item.name, _LIST_FLAGS | os.O_NOFOLLOW, resolve=LEAF_RESOLVE
+                                )
+                            except OSError:
+                                continue
+                            pending.append((child, slashes + 1))
+        except OSError:
+            return True
+        finally:
+            for fd, _ in pending:
+                os.close(fd)
+        return True
 
     def _revision_of_fd(self, fd: int, st: os.stat_result, path: str, *, fresh: bool) -> str | None:
         """A file's or directory's revision.  ``fresh`` (for a conditional mutation):

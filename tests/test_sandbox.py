@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import os
 import resource
+import shutil
 import signal
 import socket
 import stat
@@ -20,6 +21,7 @@ from pathlib import Path
 import pytest
 import xattr
 
+import sandboxfs.sandbox as sandbox_module
 from helpers import CANARY, Tree, run_as_nobody, snapshot
 from sandboxfs.errors import (
     AccessDenied,
@@ -41,6 +43,7 @@ from sandboxfs.revisions import (
     ABSENT,
     SameBytes,
     content_revision,
+    describe_entry,
     holds_exactly,
     stat_key,
     tree_revision,
@@ -603,6 +606,52 @@ def test_a_tree_over_the_revision_budget_has_none_in_reads(tree: Tree) -> None:
     (big / "d5").mkdir()
     with pytest.raises(LimitExceeded, match="its revision cannot be computed"):
         sandbox.revision("big", fresh=True)
+
+
+def _described(top: Path, max_slashes: int) -> list[str]:
+    """The description lines of the tree below ``top``, by path and lstat (an oracle)."""
+    lines: list[str] = []
+
+    def walk(directory: Path, prefix: str) -> None:
+        for child in directory.iterdir():
+            relative, st = prefix + child.name, child.lstat()
+            if stat.S_ISDIR(st.st_mode):
+                lines.append(describe_entry(relative, "directory", st))
+                if relative.count("/") < max_slashes:
+                    walk(child, relative + "/")
+            elif stat.S_ISLNK(st.st_mode):
+                lines.append(describe_entry(relative, "symlink", st, os.readlink(child)))
+            else:
+                kind = "file" if stat.S_ISREG(st.st_mode) else "other"
+                lines.append(describe_entry(relative, kind, st))
+
+    walk(top, "")
+    return lines
+
+
+def test_a_tree_over_the_budget_is_given_up_before_any_entry_is_stat_ed(
+    tree: Tree, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for i in range(30):
+        (tree.root / "big" / f"d{i}").mkdir(parents=True)
+        (tree.root / "big" / f"d{i}" / "f").write_text(str(i))
+    (tree.root / "big" / "deep" / "a" / "b").mkdir(parents=True)
+    stat_ed: list[int] = []
+    real = sandbox_module._lstat_all
+    monkeypatch.setattr(sandbox_module, "_lstat_all", lambda fd: stat_ed.append(fd) or real(fd))
+    limits = Limits(revision_entries=50, tree_depth=1)
+    sandbox = Sandbox(tree.sandbox().resolver, limits)
+    assert sandbox.revision("big") is None  # 62 entries
+    entries, revision = sandbox.list_dir_and_revision("big")
+    assert len(entries) == 31 and revision is None
+    assert stat_ed == []
+    # Within the budget once the depth limit is counted as the description counts it:
+    # "deep/a" is listed, "deep/a/b" below the depth limit is not.
+    for i in range(20):
+        shutil.rmtree(tree.root / "big" / f"d{i}")
+    revision = sandbox.revision("big")
+    assert revision is not None and stat_ed
+    assert revision == tree_revision(iter(_described(tree.root / "big", max_slashes=1)))
 
 
 # -- appending ----------------------------------------------------------------------
