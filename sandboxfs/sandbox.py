@@ -19,6 +19,7 @@ messages naming only those paths.  Guarantees:
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import io
 import logging
@@ -393,7 +394,7 @@ class Sandbox:
         opened beneath it without following symlinks; ``top`` (entries with their
         ``lstat``, read from ``dir_fd``) spares reading the first level again.  More
         than ``budget`` entries raise :class:`_TooManyEntries`, before any is stat-ed."""
-        if not self._fits(dir_fd, path, budget):
+        if not self._fits(dir_fd, path, budget, top):
             raise _TooManyEntries(budget)
         pending: list[tuple[int, str]] = [(os.dup(dir_fd), "")]
         seen = 0
@@ -428,36 +429,46 @@ class Sandbox:
             for fd, _ in pending:
                 os.close(fd)
 
-    def _fits(self, dir_fd: int, path: str, budget: int) -> bool:
+    def _fits(self, dir_fd: int, path: str, budget: int, top: list[Entry] | None) -> bool:
         """Whether the tree :meth:`_tree_lines` would describe has at most ``budget``
         entries, counted by name alone (no ``stat``): a big tree's revision is given
         up at a fraction of the cost of describing it up to the budget.  A directory
         that cannot be read is not counted; the description reports it."""
-        pending: list[tuple[int, int]] = [(os.dup(dir_fd), 0)]  # (fd, its entries' slashes)
-        seen = 0
+        pending: list[tuple[int, int]] = []  # (a directory's fd, its entries' slashes)
         max_slashes = self.limits.tree_depth
+
+        def descend(fd: int, name: str, slashes: int) -> None:
+            if slashes < max_slashes:
+                with contextlib.suppress(OSError):
+                    child = syscalls.openat2(
+                        fd, name, _LIST_FLAGS | os.O_NOFOLLOW, resolve=LEAF_RESOLVE
+                    )
+                    pending.append((child, slashes + 1))
+
         try:
-            while pending:
+            if top is None:
+                pending.append((os.dup(dir_fd), 0))
+                seen = 0
+            else:  # the first level is known: only what is below it is read
+                seen = len(top)
+                for entry in top if seen <= budget else ():
+                    if entry.kind == "directory":
+                        descend(dir_fd, entry.name, 0)
+            while pending and seen <= budget:
                 fd, slashes = pending.pop()
                 with closing_fd(fd), self.resolver.watch.step(path), os.scandir(fd) as it:
                     for item in it:
                         seen += 1
                         if seen > budget:
-                            return False
-                        if slashes < max_slashes and item.is_dir(follow_symlinks=False):
-                            try:
-                                child = syscalls.openat2(
-                                    fd, item.name, _LIST_FLAGS | os.O_NOFOLLOW, resolve=LEAF_RESOLVE
-                                )
-                            except OSError:
-                                continue
-                            pending.append((child, slashes + 1))
+                            break
+                        if item.is_dir(follow_symlinks=False):
+                            descend(fd, item.name, slashes)
         except OSError:
             return True
         finally:
             for fd, _ in pending:
                 os.close(fd)
-        return True
+        return seen <= budget
 
     def _revision_of_fd(self, fd: int, st: os.stat_result, path: str, *, fresh: bool) -> str | None:
         """A file's or directory's revision.  ``fresh`` (for a conditional mutation):

@@ -652,6 +652,7 @@ def test_a_tree_over_the_budget_is_given_up_before_any_entry_is_stat_ed(
     revision = sandbox.revision("big")
     assert revision is not None and stat_ed
     assert revision == tree_revision(iter(_described(tree.root / "big", max_slashes=1)))
+    assert sandbox.list_dir_and_revision("big")[1] == revision
 
 
 # -- appending ----------------------------------------------------------------------
