@@ -1,13 +1,15 @@
 """A fast lane past the SDK for the requests an agent makes most.
 
-On a 2025-era stdio connection the lane answers a plain ``initialize`` (from a
-client without Roots, when the server has directories) and its
-``notifications/initialized``, then plain ``tools/list``, ``tools/call`` and
-``ping`` requests: checked by the simple rules below, tools run through the
-same :meth:`SandboxfsServer.run_tool` as the SDK's handler, each answer written
-as one frame.  The SDK is then never imported unless a message the lane does
-not take arrives; the lane hands it the handshake to replay first.  When the
-SDK answered the handshake itself, the lane opens on its answer.
+On a 2025-era stdio connection the lane answers a plain ``initialize`` (one the
+server accepts) and its ``notifications/initialized``, then plain
+``tools/list``, ``tools/call`` and ``ping`` requests: checked by the simple
+rules below, tools run through the same :meth:`SandboxfsServer.run_tool` as the
+SDK's handler, each answer written as one frame.  For a client with Roots it
+asks ``roots/list`` itself (once initialized, and on
+``notifications/roots/list_changed``), checking the answer as the SDK's models
+do.  The SDK is then never imported unless a message the lane does not take
+arrives; the lane hands it the handshake to replay first.  When the SDK
+answered the handshake itself, the lane opens on its answer.
 
 On a 2026-07-28 connection (the SDK decides the era from the first request,
 which therefore always goes to it) the lane takes plain ``tools/call``
@@ -24,12 +26,15 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final, Protocol, final
 
+import pydantic_core
+
 from sandboxfs.protocol import (
     CLIENT_CAPABILITIES_META_KEY,
     CLIENT_INFO_META_KEY,
     HANDSHAKE_VERSIONS,
     MODERN_VERSIONS,
     PROTOCOL_VERSION_META_KEY,
+    ROOTS_FETCH_TIMEOUT,
     SERVER_INFO_META_KEY,
     correlation_key,
 )
@@ -40,6 +45,10 @@ log = logging.getLogger("sandboxfs")
 Job = Callable[[], Awaitable[dict[str, Any]]]
 
 
+#: Sends the client a request (method, timeout in seconds) and gives its result.
+Ask = Callable[[str, float], Awaitable[Any]]
+
+
 class LaneServer(Protocol):
     """What the lane needs of :class:`~sandboxfs.server.SandboxfsServer`."""
 
@@ -47,8 +56,14 @@ class LaneServer(Protocol):
     server_info: dict[str, Any]
 
     def may_greet(self, capabilities: dict[str, Any]) -> bool: ...
+    def on_initialize(self, params: Any) -> None: ...
     def initialize_result(self, version: str) -> dict[str, Any]: ...
-    def lane_initialized(self) -> None: ...
+    def lane_initialized(self) -> int | None: ...
+    def lane_roots_changed(self) -> int: ...
+    def expect_replay(self, *, initialized: bool) -> None: ...
+    async def fill_roots(
+        self, generation: int, fetch: Callable[[], Awaitable[list[str]]]
+    ) -> None: ...
     async def run_lane_tool(
         self, name: str, arguments: dict[str, Any], protocol_version: str, client: str | None
     ) -> dict[str, Any]: ...
@@ -57,7 +72,7 @@ class LaneServer(Protocol):
 _CALL_FIELDS: Final = frozenset({"name", "arguments", "_meta"})
 _INITIALIZE_FIELDS: Final = frozenset({"protocolVersion", "capabilities", "clientInfo"})
 _CLIENT_INFO_FIELDS: Final = frozenset({"name", "version", "title"})
-#: Client capabilities the lane greets (each as an empty object): nothing to ask.
+#: Client capabilities the lane greets as empty objects (nothing to ask them for).
 _GREETED_CAPABILITIES: Final = frozenset({"sampling", "elicitation"})
 _ENVELOPE_FIELDS: Final = frozenset(
     {
@@ -112,9 +127,19 @@ def _plain_list(params: Mapping[str, Any] | None) -> bool:
     return not params or (params.keys() <= {"_meta"} and _plain_meta(params.get("_meta")))
 
 
+def _plain_capability(name: str, value: Any) -> bool:
+    if name == "roots":  # {} or {"listChanged": true|false}
+        return (
+            isinstance(value, dict)
+            and value.keys() <= {"listChanged"}
+            and all(isinstance(flag, bool) for flag in value.values())
+        )
+    return name in _GREETED_CAPABILITIES and value == {}
+
+
 def plain_initialize(params: Mapping[str, Any] | None) -> bool:
     """An ``initialize`` of the plainest valid shape: a handshake version, client
-    info as strings, and at most empty sampling/elicitation capabilities."""
+    info as strings, and at most Roots and empty sampling/elicitation capabilities."""
     if params is None or params.keys() != _INITIALIZE_FIELDS:
         return False
     info, capabilities = params["clientInfo"], params["capabilities"]
@@ -124,9 +149,33 @@ def plain_initialize(params: Mapping[str, Any] | None) -> bool:
         and {"name", "version"} <= info.keys() <= _CLIENT_INFO_FIELDS
         and all(isinstance(value, str) for value in info.values())
         and isinstance(capabilities, dict)
-        and capabilities.keys() <= _GREETED_CAPABILITIES
-        and all(value == {} for value in capabilities.values())
+        and all(_plain_capability(name, value) for name, value in capabilities.items())
     )
+
+
+def root_uris(result: Any) -> list[str]:
+    """The URIs of a client's ``roots/list`` result, checked and normalized as the
+    SDK's models do (each a ``file:`` URL); ValueError if it is not such a result."""
+    roots = result.get("roots") if isinstance(result, dict) else None
+    if not isinstance(roots, list):
+        raise ValueError("the client's roots/list answer holds no list of roots")
+    uris = []
+    for root in roots:
+        if not (
+            isinstance(root, dict)
+            and isinstance(root.get("uri"), str)
+            and isinstance(root.get("name"), str | None)
+            and isinstance(root.get("_meta"), dict | None)
+        ):
+            raise ValueError("the client's roots/list answer holds a malformed root")
+        try:
+            url = pydantic_core.Url(root["uri"])
+        except ValueError as exc:  # pydantic_core's URL errors are ValueErrors
+            raise ValueError(f"the client's roots/list answer holds a bad URI: {exc}") from None
+        if url.scheme != "file":
+            raise ValueError("the client's roots/list answer holds a root that is not a file: URL")
+        uris.append(str(url))
+    return uris
 
 
 def _client_name(meta: Mapping[str, Any]) -> str | None:
@@ -161,6 +210,7 @@ class FastLane:
         self._first_seen = False
         self._modern = False
         self._sdk_started = False
+        self._roots = False  # the client the lane greeted has Roots
         #: What the lane answered of the handshake, to replay to the SDK.
         self._handshake: list[dict[str, Any]] = []
         #: How many requests the lane has taken.
@@ -178,6 +228,8 @@ class FastLane:
         for message in replay:
             if "id" in message:
                 message["id"] = replay_id
+        if replay:
+            self._server.expect_replay(initialized=len(replay) > 1)
         self._handshake.clear()
         return replay
 
@@ -211,13 +263,29 @@ class FastLane:
             self._version, self._client = version, client
             log.info("Fast lane open: plain tools/call and ping skip the SDK dispatcher")
 
-    def notified(self, method: str, params: dict[str, Any] | None) -> bool:
-        """Whether the lane took a notification (only while the SDK is not loaded)."""
-        if method == "notifications/initialized" and self._handshake and not params:
+    def notified(self, method: str, params: dict[str, Any] | None) -> tuple[bool, int | None]:
+        """Whether the lane took a notification (only after greeting the client, while
+        the SDK is not loaded), and the Roots update it calls for, if any."""
+        if not self._handshake or params:
+            return False, None
+        if method == "notifications/initialized" and len(self._handshake) == 1:
             self._handshake.append({"jsonrpc": "2.0", "method": method})
-            self._server.lane_initialized()
-            return True
-        return False
+            return True, self._server.lane_initialized()
+        if method == "notifications/roots/list_changed":
+            if self._roots:
+                return True, self._server.lane_roots_changed()
+            log.info("Ignoring roots/list_changed from a client without the Roots capability")
+            return True, None
+        return False, None
+
+    async def fill_roots(self, generation: int, ask: Ask) -> None:
+        """Fetch the client's Roots (``roots/list``, through ``ask``) for the update
+        ``generation``."""
+
+        async def fetch() -> list[str]:
+            return root_uris(await ask("roots/list", ROOTS_FETCH_TIMEOUT))
+
+        await self._server.fill_roots(generation, fetch)
 
     def route(self, method: Any, params: Any) -> Job | None:
         """The job answering a request, or None if it is the SDK's to answer."""
@@ -264,7 +332,9 @@ class FastLane:
             return None
         if not self._server.may_greet(params["capabilities"]):
             return None
+        self._server.on_initialize(params)  # a client with Roots: calls wait for them
         self._first_seen = True
+        self._roots = "roots" in params["capabilities"]
         self.taken += 1
         version = params["protocolVersion"]
         self._handshake.append(

@@ -23,6 +23,9 @@ CLIENT_CAPABILITIES_META_KEY: Final = "io.modelcontextprotocol/clientCapabilitie
 CLIENT_INFO_META_KEY: Final = "io.modelcontextprotocol/clientInfo"
 SERVER_INFO_META_KEY: Final = "io.modelcontextprotocol/serverInfo"
 
+#: How long the server waits for a client's answer to roots/list.
+ROOTS_FETCH_TIMEOUT: Final = 30.0
+
 PARSE_ERROR: Final = -32700
 INVALID_REQUEST: Final = -32600
 INVALID_PARAMS: Final = -32602

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import base64
 import logging
-from typing import Any, Final, final
+from typing import Any, final
 
 import mcp_types as types
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
@@ -20,18 +20,15 @@ from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from sandboxfs import __version__
-from sandboxfs.access import local_path, roots_from_uris
+from sandboxfs.access import local_path
 from sandboxfs.errors import IsADirectory, NotFound, SandboxError
 from sandboxfs.mime import guess_mime, is_textual
-from sandboxfs.protocol import SUPPORTED_VERSIONS, ProtocolError
+from sandboxfs.protocol import ROOTS_FETCH_TIMEOUT, SUPPORTED_VERSIONS, ProtocolError
 from sandboxfs.server import INSTRUCTIONS, Caller, SandboxfsServer, clean_text
 from sandboxfs.tools.reading import whole_bytes
 from sandboxfs.watch import Watch
 
 log = logging.getLogger("sandboxfs")
-
-#: How long the server waits for a client's answer to roots/list.
-ROOTS_FETCH_TIMEOUT: Final = 30.0
 
 
 def _mcp_error(exc: ProtocolError) -> MCPError:
@@ -220,22 +217,12 @@ class SdkAdapter:
         await self._fetch_roots(ctx, self.core.access.begin_update())
 
     async def _fetch_roots(self, ctx: ServerRequestContext[Any], generation: int) -> None:
-        access = self.core.access
-        try:
+        async def fetch() -> list[str]:
             answer = await ctx.session.send_request(
                 types.ListRootsRequest(),
                 types.ListRootsResult,
                 request_read_timeout_seconds=ROOTS_FETCH_TIMEOUT,
             )
-        except Exception as exc:  # an error answer, a timeout, a broken connection
-            access.fail_update(generation, clean_text(str(exc)) or type(exc).__name__)
-            return
-        uris = [str(root.uri) for root in answer.roots]
-        try:
-            roots = await self.core.bounded(
-                lambda _watch: roots_from_uris(uris, access.cli, confine=access.confine)
-            )
-        except SandboxError as exc:
-            access.fail_update(generation, str(exc))
-            return
-        access.finish_update(generation, roots)
+            return [str(root.uri) for root in answer.roots]
+
+        await self.core.fill_roots(generation, fetch)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar, final
 
@@ -22,7 +22,7 @@ import pydantic_core
 import trio
 
 from sandboxfs import __version__
-from sandboxfs.access import AccessControl, Effective
+from sandboxfs.access import AccessControl, Effective, roots_from_uris
 from sandboxfs.accounts import Accounts
 from sandboxfs.argcheck import compile_schema
 from sandboxfs.auditlog import AuditLog
@@ -222,13 +222,17 @@ class SandboxfsServer:
         #: The Roots update a client's ``initialize`` began (fetched once initialized).
         self.initial_roots: int | None = None
         self._greeted_by_lane = False
+        self._replayed_initialize = False
 
     # -- the 2025-era handshake ---------------------------------------------------
 
     def on_initialize(self, params: Any) -> None:
         """A client's ``initialize``: a client with Roots makes calls wait for them;
         without Roots or directories the server cannot work (ProtocolError, and
-        the connection ends)."""
+        the connection ends).  The replay of one the fast lane greeted is ignored."""
+        if self._replayed_initialize:
+            self._replayed_initialize = False
+            return
         if not self.options.roots:
             return
         capabilities = params.get("capabilities") if isinstance(params, dict) else None
@@ -246,8 +250,9 @@ class SandboxfsServer:
 
     def may_greet(self, capabilities: dict[str, Any]) -> bool:
         """Whether the fast lane may answer an ``initialize`` with these client
-        capabilities itself: nothing to fetch from the client, nothing to refuse."""
-        return "roots" not in capabilities and not (self.options.roots and self.access.cli.empty)
+        capabilities itself: one :meth:`on_initialize` accepts."""
+        refused = self.options.roots and self.access.cli.empty and "roots" not in capabilities
+        return not refused
 
     def initialize_result(self, version: str) -> dict[str, Any]:
         """The ``initialize`` answer for a handshake version the client asked for."""
@@ -261,16 +266,50 @@ class SandboxfsServer:
             "instructions": INSTRUCTIONS,
         }
 
-    def lane_initialized(self) -> None:
-        """The fast lane saw ``notifications/initialized`` after greeting the client."""
+    def lane_initialized(self) -> int | None:
+        """The fast lane saw ``notifications/initialized`` after greeting the client:
+        the Roots update to fetch, if the client has Roots."""
         self._greeted_by_lane = True
-        self.initialized_without_roots()
+        generation, self.initial_roots = self.initial_roots, None
+        if generation is None:
+            self.initialized_without_roots()
+        return generation
+
+    def lane_roots_changed(self) -> int:
+        """The client's Roots changed (the fast lane took the notification): the
+        update to fetch."""
+        return self.access.begin_update()
+
+    def expect_replay(self, *, initialized: bool) -> None:
+        """The SDK is about to receive the handshake the fast lane answered: its
+        ``initialize`` (and ``initialized``, if sent) were already acted on."""
+        self._replayed_initialize = True
+        self._greeted_by_lane = initialized
 
     def replayed_initialized(self) -> bool:
         """Whether an ``initialized`` the SDK receives is the fast lane's replay of one
         already handled (true once)."""
         replayed, self._greeted_by_lane = self._greeted_by_lane, False
         return replayed
+
+    async def fill_roots(self, generation: int, fetch: Callable[[], Awaitable[list[str]]]) -> None:
+        """Finish the Roots update ``generation`` with the URIs ``fetch`` gets from the
+        client; if it fails (an error answer, a timeout, a closed connection), keep
+        the directories in force."""
+        access = self.access
+        try:
+            uris = await fetch()
+        except Exception as exc:
+            access.fail_update(generation, clean_text(str(exc)) or type(exc).__name__)
+            return
+        try:
+            roots = await self.bounded(
+                lambda _watch: roots_from_uris(uris, access.cli, confine=access.confine)
+            )
+        except SandboxError as exc:
+            access.fail_update(generation, str(exc))
+            return
+        access.finish_update(generation, roots)
 
     def initialized_without_roots(self) -> None:
         """Initialized, with no Roots to fetch: the command line decides."""

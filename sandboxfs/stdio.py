@@ -207,6 +207,24 @@ def take_stdio(stdin_fd: int = 0, stdout_fd: int = 1) -> tuple[int, int]:
     return wire_in, wire_out
 
 
+#: The answer a request to the client gets once input has ended.
+_CLOSED: Final = {"error": {"message": "the connection closed"}}
+
+
+@final
+class _Asked:
+    """A request to the client awaiting its answer."""
+
+    def __init__(self) -> None:
+        self.done = trio.Event()
+        self.answer: dict[str, Any] = {}
+
+    def settle(self, answer: dict[str, Any]) -> None:
+        if not self.done.is_set():
+            self.answer = answer
+            self.done.set()
+
+
 @final
 class _Connection:
     """One stdio connection: a reader, a relay that is the only writer, and the
@@ -241,6 +259,10 @@ class _Connection:
         #: Once the SDK runs: its input, and :mod:`sandboxfs.sdkwire`.
         self.to_server: MemoryObjectSendStream[SessionMessage | Exception] | None = None
         self.wire: ModuleType | None = None
+        #: Requests sent to the client (by the lane) awaiting its answer, by id.
+        self.asked: dict[str, _Asked] = {}
+        self.asks = 0
+        self.input_ended = False
         #: The id of a replayed ``initialize``, and the event its answer sets.
         self.replay_id = f"sandboxfs-replay-{secrets.token_hex(8)}"
         self.replay_answered = trio.Event()
@@ -261,33 +283,59 @@ class _Connection:
             await self.answer(error_frame(None, INVALID_REQUEST, text))
             return
         obj = decode(line)
-        if obj is None:
-            return
         if isinstance(obj, bytes):
             await self.answer(obj)
-            return
+        elif obj is not None and not self.taken_here(obj):
+            await self.to_sdk(obj)
+
+    def taken_here(self, obj: dict[str, Any]) -> bool:
+        """Whether the transport or the lane takes a message (else the SDK does)."""
+        if "method" not in obj and obj.get("id") in self.asked:  # answers the lane's request
+            self.asked[obj["id"]].settle(obj)
+            return True
         lane = self.lane
         if lane is not None and plain_request(obj):
             job = lane.route(obj["method"], obj.get("params"))
             if job is not None:
                 self.in_flight.add(correlation_key(obj["id"]))
                 self.nursery.start_soon(self.run_lane_job, obj["id"], job)
-                return
+                return True
         if "id" not in obj and obj.get("method") == "notifications/cancelled":
             params = obj.get("params") or {}
             cancelled = params.get("requestId")
             self.cancel_lane_job(cancelled)
             self.settled(cancelled)
-            if self.to_server is None:  # nothing else could be cancelled
-                return
-        elif (
-            lane is not None
-            and self.to_server is None
-            and plain_notification(obj)
-            and lane.notified(obj["method"], obj.get("params"))
-        ):
-            return
-        await self.to_sdk(obj)
+            return self.to_server is None  # else the SDK may be running it
+        if lane is not None and self.to_server is None and plain_notification(obj):
+            taken, roots_update = lane.notified(obj["method"], obj.get("params"))
+            if roots_update is not None:
+                self.nursery.start_soon(lane.fill_roots, roots_update, self.ask)
+            return taken
+        return False
+
+    async def ask(self, method: str, timeout: float) -> Any:
+        """Send the client a request and give the result of its answer; raises
+        RuntimeError for an error answer, no answer in time, or end of input."""
+        self.asks += 1
+        request_id = f"sandboxfs-{self.asks}"
+        asked = self.asked[request_id] = _Asked()
+        if self.input_ended:
+            asked.settle(_CLOSED)
+        try:
+            frame = {"jsonrpc": "2.0", "id": request_id, "method": method}
+            await self.answer(json.dumps(frame).encode() + b"\n")
+            with trio.move_on_after(timeout):
+                await asked.done.wait()
+        finally:
+            del self.asked[request_id]
+        if not asked.done.is_set():
+            raise RuntimeError(f"no answer to {method} within {timeout:g} s")
+        answer = asked.answer
+        if "error" in answer:
+            error = answer["error"]
+            message = error.get("message") if isinstance(error, dict) else None
+            raise RuntimeError(message if isinstance(message, str) else "an error answer")
+        return answer.get("result")
 
     async def to_sdk(self, obj: dict[str, Any]) -> None:
         """Pass a decoded message to the SDK (loading it first if need be)."""
@@ -377,6 +425,9 @@ class _Connection:
                             await self.handle(line)
                     for line in splitter.finish():
                         await self.handle(line)
+                self.input_ended = True  # no answer can come any more
+                for asked in self.asked.values():
+                    asked.settle(_CLOSED)
                 # End of input: answer what is still running before the server sees
                 # EOF (the SDK would cancel it and answer -32000 "Connection closed").
                 if self.in_flight:

@@ -23,6 +23,8 @@ import trio
 from mcp.client import Client, ClientRequestContext
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
+from sandboxfs.fastlane import NO_FAST_LANE_ENV
+
 Era = Literal["2025", "2026"]
 ERAS: tuple[Era, ...] = ("2025", "2026")
 SERVER = [sys.executable, "-m", "sandboxfs"]
@@ -74,7 +76,11 @@ def _text(result: types.CallToolResult) -> str:
 
 
 def server_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The server's environment; a test that sets SANDBOXFS_TEST_NO_FAST_LANE in its
+    own environment sends every message of its servers through the SDK."""
     env = {"PYTHONPATH": os.pathsep.join(sys.path), "HOME": os.environ.get("HOME", "/root")}
+    if NO_FAST_LANE_ENV in os.environ:
+        env[NO_FAST_LANE_ENV] = os.environ[NO_FAST_LANE_ENV]
     env.update(extra or {})
     return env
 

@@ -10,11 +10,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+import mcp_types as types
 import pytest
+import trio
 
 from helpers import Tree
-from mcp_client import spawn_stdio
-from sandboxfs.fastlane import NO_FAST_LANE_ENV
+from mcp_client import Roots, run, session, spawn_stdio
+from sandboxfs.fastlane import NO_FAST_LANE_ENV, root_uris
 
 LANE_OPEN = "Fast lane open"
 LANE_GREETED = "Fast lane open: it answered the handshake"
@@ -280,3 +282,124 @@ def test_every_handshake_is_answered_as_the_sdk_does(tree: Tree, case: str) -> N
         answers[lane], log = exchange(tree.root, lines, env)
         assert (LANE_GREETED in log) is (lane and case.startswith("plain")), log
     assert answers[True] == answers[False]
+
+
+def test_a_roots_client_is_greeted_and_asked_for_its_roots_without_the_sdk(tree: Tree) -> None:
+    other = tree.base / "other"
+    other.mkdir()
+    (other / "o.txt").write_text("from roots")
+    roots = Roots([str(other)])
+
+    async def main() -> None:
+        async with session("--no-landlock", str(tree.root), era="2025", roots=roots) as s:
+            result = await s.call("list_allowed_directories")
+            assert result.structured_content["directories"] == [str(other)]
+            assert await s.text("read_text_file", path=str(other / "o.txt")) == "from roots"
+            roots.paths = [str(tree.root)]
+            await s.client.session.send_notification(types.RootsListChangedNotification())
+            await trio.sleep(0.2)
+            result = await s.call("list_allowed_directories")
+            assert result.structured_content["directories"] == [str(tree.root)]
+            log = s.log()
+        assert roots.asked == 2
+        assert LANE_GREETED in log
+        assert SDK_LOADED not in log
+
+    run(main)
+
+
+def test_the_sdk_loaded_after_a_roots_greeting_serves_roots_changes(tree: Tree) -> None:
+    """The SDK is handed the handshake the lane answered without acting on it again
+    (no second Roots fetch, no update left pending), then handles the next change."""
+    other = tree.base / "other"
+    other.mkdir()
+    roots = Roots([str(other)])
+
+    async def main() -> None:
+        async with session("--no-landlock", str(tree.root), era="2025", roots=roots) as s:
+            result = await s.call("list_allowed_directories")
+            assert result.structured_content["directories"] == [str(other)]
+            templates = await s.client.list_resource_templates()  # loads the SDK
+            assert templates.resource_templates[0].name == "file"
+            with trio.fail_after(5):  # no Roots update was left pending by the replay
+                result = await s.call("list_allowed_directories")
+            assert result.structured_content["directories"] == [str(other)]
+            roots.paths = [str(tree.root)]
+            await s.client.session.send_notification(types.RootsListChangedNotification())
+            await trio.sleep(0.2)
+            result = await s.call("list_allowed_directories")
+            assert result.structured_content["directories"] == [str(tree.root)]
+            log = s.log()
+        assert roots.asked == 2  # once by the lane, once by the SDK on the change
+        assert LANE_GREETED in log and SDK_LOADED in log
+
+    run(main)
+
+
+def test_end_of_input_while_roots_are_asked_for_ends_promptly(tree: Tree) -> None:
+    """The client declares Roots, never answers roots/list, and closes its input: the
+    call waiting for the Roots is answered (the command line stays) and the server
+    exits at once.  (Through the SDK, its roots/list waits out its 30 s timeout.)"""
+    populate(tree.root)
+    params = {**initialize_params("2025-06-18"), "capabilities": {"roots": {}}}
+    initialized = json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    lines = [request(0, "initialize", params), initialized, tool(1, "read_text_file", path="a.txt")]
+    started = time.monotonic()
+    answers, log = exchange(tree.root, lines)
+    assert time.monotonic() - started < 15
+    assert "Could not get the client's Roots (the connection closed)" in log
+    assert answers[1]["result"]["content"][0]["text"] == "one\ntwo\nthree\n"
+    assert answers["sandboxfs-1"]["method"] == "roots/list"  # the server's own request
+    assert SDK_LOADED not in log
+
+
+URIS = [
+    "file:///tmp/a",
+    "file:///tmp/a b",
+    "file:///tmp/%41%2F",
+    "file:///tmp/caf\u00e9",
+    "file://host/share/x",
+    "file:/tmp/x",
+    "file:relative",
+    "FILE:///tmp/x",
+    "file:///tmp/../etc",
+    "file:///tmp/a?q#f",
+    " file:///tmp/x ",
+    "file:///tmp/%zz",
+    "file:///C:/x",
+    "file://",
+    "file:",
+    "file:///tmp/\u0000x",
+    "http://example.com/x",
+    "not a uri",
+    "",
+]
+
+
+@pytest.mark.parametrize("uri", URIS)
+def test_root_uris_are_checked_and_normalized_as_the_sdk_does(uri: str) -> None:
+    answer = {"roots": [{"uri": uri, "name": "n"}]}
+    try:
+        sdk: list[str] | None = [
+            str(root.uri) for root in types.ListRootsResult.model_validate(answer).roots
+        ]
+    except ValueError:
+        sdk = None
+    try:
+        lane: list[str] | None = root_uris(answer)
+    except ValueError:
+        lane = None
+    assert lane == sdk
+
+
+def test_malformed_roots_answers_are_refused() -> None:
+    for answer in (
+        None,
+        {},
+        {"roots": 5},
+        {"roots": [5]},
+        {"roots": [{"name": "x"}]},
+        {"roots": [{"uri": "file:///x", "name": 5}]},
+    ):
+        with pytest.raises(ValueError):
+            root_uris(answer)
