@@ -291,15 +291,8 @@ class Sandbox:
             if not (stat.S_ISREG(info.mode) or stat.S_ISDIR(info.mode)):
                 return Inspection(info, {}, None)
             st = os.fstat(probe)
-        flags = _LIST_FLAGS if stat.S_ISDIR(info.mode) else _READ_FLAGS
-        try:
-            fd = self.resolver.openat(loc, flags | os.O_NOFOLLOW)
-        except OSError as exc:
-            raise self.resolver.error(exc, path) from None
+        fd, opened = self._reopen(loc, st, path, os.O_NOFOLLOW, "it was described")
         with closing_fd(fd):
-            opened = os.fstat(fd)
-            if not _same_file(opened, st):
-                raise Conflict(f"{path} changed while it was described; try again")
             attributes = read_xattrs(fd)
             return Inspection(info, attributes, self._revision_of_fd(fd, opened, path, fresh=False))
 
@@ -504,16 +497,26 @@ class Sandbox:
             st = os.fstat(probe)
         if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
             return None
-        flags = _LIST_FLAGS if stat.S_ISDIR(st.st_mode) else _READ_FLAGS
+        fd, opened = self._reopen(loc, st, path, 0, "its revision was computed")
+        with closing_fd(fd):
+            return self._revision_of_fd(fd, opened, path, fresh=fresh)
+
+    def _reopen(
+        self, loc: Location, st: os.stat_result, path: str, nofollow: int, meanwhile: str
+    ) -> tuple[int, os.stat_result]:
+        """The regular file or directory probed as ``st`` at ``loc``, reopened for
+        reading (a directory for listing), with its ``fstat``; Conflict if something
+        else is there now ("``path`` changed while ``meanwhile``")."""
+        flags = (_LIST_FLAGS if stat.S_ISDIR(st.st_mode) else _READ_FLAGS) | nofollow
         try:
             fd = self.resolver.openat(loc, flags)
         except OSError as exc:
             raise self.resolver.error(exc, path) from None
-        with closing_fd(fd):
-            opened = os.fstat(fd)
-            if not _same_file(opened, st):
-                raise Conflict(f"{path} changed while its revision was computed; try again")
-            return self._revision_of_fd(fd, opened, path, fresh=fresh)
+        opened = os.fstat(fd)
+        if not _same_file(opened, st):
+            os.close(fd)
+            raise Conflict(f"{path} changed while {meanwhile}; try again")
+        return fd, opened
 
     @contextmanager
     def _guarded(

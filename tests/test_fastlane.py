@@ -15,7 +15,7 @@ import pytest
 import trio
 
 from helpers import Tree
-from mcp_client import Roots, run, session, spawn_stdio
+from mcp_client import Roots, Session, run, session, spawn_stdio
 from sandboxfs.fastlane import NO_FAST_LANE_ENV, root_uris
 
 LANE_OPEN = "Fast lane open"
@@ -284,6 +284,19 @@ def test_every_handshake_is_answered_as_the_sdk_does(tree: Tree, case: str) -> N
     assert answers[True] == answers[False]
 
 
+async def _allowed(s: Session) -> list[str]:
+    result = await s.call("list_allowed_directories")
+    return list(result.structured_content["directories"])
+
+
+async def _allowed_after_change(s: Session, roots: Roots, paths: list[str]) -> list[str]:
+    """The allowed directories once the client's Roots became ``paths`` (notified)."""
+    roots.paths = paths
+    await s.client.session.send_notification(types.RootsListChangedNotification())
+    await trio.sleep(0.2)
+    return await _allowed(s)
+
+
 def test_a_roots_client_is_greeted_and_asked_for_its_roots_without_the_sdk(tree: Tree) -> None:
     other = tree.base / "other"
     other.mkdir()
@@ -292,14 +305,9 @@ def test_a_roots_client_is_greeted_and_asked_for_its_roots_without_the_sdk(tree:
 
     async def main() -> None:
         async with session("--no-landlock", str(tree.root), era="2025", roots=roots) as s:
-            result = await s.call("list_allowed_directories")
-            assert result.structured_content["directories"] == [str(other)]
+            assert await _allowed(s) == [str(other)]
             assert await s.text("read_text_file", path=str(other / "o.txt")) == "from roots"
-            roots.paths = [str(tree.root)]
-            await s.client.session.send_notification(types.RootsListChangedNotification())
-            await trio.sleep(0.2)
-            result = await s.call("list_allowed_directories")
-            assert result.structured_content["directories"] == [str(tree.root)]
+            assert await _allowed_after_change(s, roots, [str(tree.root)]) == [str(tree.root)]
             log = s.log()
         assert roots.asked == 2
         assert LANE_GREETED in log
@@ -317,18 +325,12 @@ def test_the_sdk_loaded_after_a_roots_greeting_serves_roots_changes(tree: Tree) 
 
     async def main() -> None:
         async with session("--no-landlock", str(tree.root), era="2025", roots=roots) as s:
-            result = await s.call("list_allowed_directories")
-            assert result.structured_content["directories"] == [str(other)]
+            assert await _allowed(s) == [str(other)]
             templates = await s.client.list_resource_templates()  # loads the SDK
             assert templates.resource_templates[0].name == "file"
             with trio.fail_after(5):  # no Roots update was left pending by the replay
-                result = await s.call("list_allowed_directories")
-            assert result.structured_content["directories"] == [str(other)]
-            roots.paths = [str(tree.root)]
-            await s.client.session.send_notification(types.RootsListChangedNotification())
-            await trio.sleep(0.2)
-            result = await s.call("list_allowed_directories")
-            assert result.structured_content["directories"] == [str(tree.root)]
+                assert await _allowed(s) == [str(other)]
+            assert await _allowed_after_change(s, roots, [str(tree.root)]) == [str(tree.root)]
             log = s.log()
         assert roots.asked == 2  # once by the lane, once by the SDK on the change
         assert LANE_GREETED in log and SDK_LOADED in log
