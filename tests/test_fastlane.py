@@ -13,10 +13,12 @@ from typing import Any
 import mcp_types as types
 import pytest
 import trio
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from helpers import Tree
 from mcp_client import Roots, Session, run, session, spawn_stdio
-from sandboxfs.fastlane import NO_FAST_LANE_ENV, root_uris
+from sandboxfs.fastlane import NO_FAST_LANE_ENV, plain_initialize, root_uris
 
 LANE_OPEN = "Fast lane open"
 LANE_GREETED = "Fast lane open: it answered the handshake"
@@ -405,3 +407,61 @@ def test_malformed_roots_answers_are_refused() -> None:
     ):
         with pytest.raises(ValueError):
             root_uris(answer)
+
+
+_odd = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.text(max_size=3),
+    st.just([]),
+    st.just({}),
+    st.fixed_dictionaries({"listChanged": st.booleans() | st.none()}),
+    st.fixed_dictionaries({"tools": st.just({})}),
+)
+_plain_initialize = st.fixed_dictionaries(
+    {
+        "protocolVersion": st.sampled_from(
+            ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"]
+        ),
+        "capabilities": st.fixed_dictionaries(
+            {},
+            optional={
+                "roots": st.just({}) | st.fixed_dictionaries({"listChanged": st.booleans()}),
+                "sampling": st.just({}),
+                "elicitation": st.just({}),
+            },
+        ),
+        "clientInfo": st.fixed_dictionaries(
+            {"name": st.text(max_size=4), "version": st.text(max_size=4)},
+            optional={"title": st.text(max_size=4)},
+        ),
+    }
+)
+_MEMBERS = ["protocolVersion", "capabilities", "clientInfo", "_meta"]
+_INNER = ["roots", "sampling", "elicitation", "experimental", "name", "version", "title", "icons"]
+
+
+@st.composite
+def _initialize(draw: st.DrawFn) -> dict[str, Any]:
+    """A plain initialize, or one with a single odd change (a member or a field in it)."""
+    params: dict[str, Any] = draw(_plain_initialize)
+    if draw(st.booleans()):
+        member = draw(st.sampled_from(_MEMBERS))
+        inner = params.get(member)
+        if isinstance(inner, dict) and draw(st.booleans()):
+            params[member] = {**inner, draw(st.sampled_from(_INNER)): draw(_odd)}
+        else:
+            params[member] = draw(_odd)
+    return params
+
+
+@settings(max_examples=400, deadline=None)
+@given(_initialize())
+def test_the_lane_greets_only_handshakes_the_sdk_accepts(params: dict[str, Any]) -> None:
+    """Whatever the lane answers itself, the SDK would have accepted as it is."""
+    if plain_initialize(params):
+        accepted = types.InitializeRequestParams.model_validate(params, by_name=False)
+        assert accepted.protocol_version == params["protocolVersion"]
+        assert accepted.client_info.name == params["clientInfo"]["name"]
+        assert (accepted.capabilities.roots is not None) == ("roots" in params["capabilities"])
