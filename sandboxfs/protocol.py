@@ -1,9 +1,10 @@
 """The wire facts the stdio path needs without importing the MCP SDK.
 
-Protocol versions, JSON-RPC error codes and how request ids correlate, with the
-SDK's own values (a test compares them).  Importing the SDK costs over a second
-and some 60 MiB, so the stdio transport and the fast lane use these and load
-the SDK only when a connection needs it.
+Protocol versions, JSON-RPC error codes, how request ids correlate (the SDK's
+own values: a test compares them) and how long a client may take to answer
+``roots/list``.  Importing the SDK costs over a second and some 35 MiB, so the
+stdio transport and the fast lane use these and load the SDK only when a
+connection needs it.
 """
 
 from __future__ import annotations

@@ -149,14 +149,14 @@ def to_wire(result: ToolResult) -> WireResult:
     return wire
 
 
-def tool_definition(spec: ToolSpec) -> dict[str, Any]:
+def tool_definition(spec: ToolSpec, input_schema: dict[str, Any]) -> dict[str, Any]:
     """A tool as ``tools/list`` describes it on the wire."""
     a = spec.annotations
     return {
         "name": spec.name,
         "title": spec.title,
         "description": spec.description,
-        "inputSchema": spec.input_schema(),
+        "inputSchema": input_schema,
         "annotations": {
             "readOnlyHint": a.read_only,
             "destructiveHint": a.destructive,
@@ -208,7 +208,9 @@ class SandboxfsServer:
         self.by_name = {spec.name: spec for spec in self.specs}
         self.schemas = {spec.name: spec.input_schema() for spec in self.specs}
         self.arguments_ok = {name: compile_schema(schema) for name, schema in self.schemas.items()}
-        self.tool_definitions = [tool_definition(spec) for spec in self.specs]
+        self.tool_definitions = [
+            tool_definition(spec, self.schemas[spec.name]) for spec in self.specs
+        ]
         #: Who this server says it is (``serverInfo``).
         self.server_info = {"name": "sandboxfs", "title": "sandboxfs", "version": __version__}
         limits = options.limits
@@ -221,8 +223,9 @@ class SandboxfsServer:
         self.revisions = RevisionCache()
         #: The Roots update a client's ``initialize`` began (fetched once initialized).
         self.initial_roots: int | None = None
-        self._greeted_by_lane = False
+        #: What of the handshake the SDK is about to see again (see expect_replay).
         self._replayed_initialize = False
+        self._replayed_initialized = False
 
     # -- the 2025-era handshake ---------------------------------------------------
 
@@ -269,7 +272,6 @@ class SandboxfsServer:
     def lane_initialized(self) -> int | None:
         """The fast lane saw ``notifications/initialized`` after greeting the client:
         the Roots update to fetch, if the client has Roots."""
-        self._greeted_by_lane = True
         generation, self.initial_roots = self.initial_roots, None
         if generation is None:
             self.initialized_without_roots()
@@ -284,12 +286,12 @@ class SandboxfsServer:
         """The SDK is about to receive the handshake the fast lane answered: its
         ``initialize`` (and ``initialized``, if sent) were already acted on."""
         self._replayed_initialize = True
-        self._greeted_by_lane = initialized
+        self._replayed_initialized = initialized
 
     def replayed_initialized(self) -> bool:
         """Whether an ``initialized`` the SDK receives is the fast lane's replay of one
         already handled (true once)."""
-        replayed, self._greeted_by_lane = self._greeted_by_lane, False
+        replayed, self._replayed_initialized = self._replayed_initialized, False
         return replayed
 
     async def fill_roots(self, generation: int, fetch: Callable[[], Awaitable[list[str]]]) -> None:

@@ -339,9 +339,10 @@ class _Connection:
 
     async def to_sdk(self, obj: dict[str, Any]) -> None:
         """Pass a decoded message to the SDK (loading it first if need be)."""
-        if self.to_server is None:
+        to_server = self.to_server
+        if to_server is None:
             log.info("Loading the MCP SDK (for %s)", obj.get("method", "a response"))
-        to_server = self.to_server or await self.start_sdk()
+            to_server = await self.start_sdk()
         assert self.wire is not None
         item = self.wire.to_message(obj)
         if isinstance(item, bytes):
