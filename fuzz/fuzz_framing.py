@@ -43,9 +43,9 @@ with (
     import mcp_types as types
     from mcp.shared.message import SessionMessage
 
-    from sandboxfs.protocol import error_frame
-    from sandboxfs.sdkwire import classify
-    from sandboxfs.stdio import LineSplitter
+    from sandboxfs.session.jsonrpc import error_frame
+    from sandboxfs.session.sdkwire import classify
+    from sandboxfs.transports.stdio import LineSplitter
 
 KNOWN_BUGS: Final[dict[str, str]] = {}  # fixed ones stay as regression inputs
 TOLERATE_ENV: Final = "SANDBOXFS_FUZZ_TOLERATE"

@@ -54,11 +54,11 @@ with (
     if __name__ == "__main__"
     else contextlib.nullcontext()
 ):
-    from sandboxfs import syscalls
-    from sandboxfs.allowlist import AllowList, Root
-    from sandboxfs.errors import SandboxError
-    from sandboxfs.pathnames import MAX_PATH_BYTES
-    from sandboxfs.resolver import Location, Resolver
+    from sandboxfs.binding import syscalls
+    from sandboxfs.core.allowlist import AllowList, Root
+    from sandboxfs.core.errors import SandboxError
+    from sandboxfs.core.pathnames import MAX_PATH_BYTES
+    from sandboxfs.core.resolver import Location, Resolver
 
 KNOWN_BUGS: Final[dict[str, str]] = {}  # fixed ones stay as regression inputs
 TOLERATE_ENV: Final = "SANDBOXFS_FUZZ_TOLERATE"

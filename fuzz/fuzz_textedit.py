@@ -45,7 +45,7 @@ with (
     if __name__ == "__main__"
     else contextlib.nullcontext()
 ):
-    from sandboxfs.textedit import WHITESPACE, Edit, EditError, apply_edits
+    from sandboxfs.tools.textedit import WHITESPACE, Edit, EditError, apply_edits
 
 KNOWN_BUGS: Final[dict[str, str]] = {}  # fixed ones stay as regression inputs
 TOLERATE_ENV: Final = "SANDBOXFS_FUZZ_TOLERATE"

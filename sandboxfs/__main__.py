@@ -2,6 +2,6 @@
 
 import sys
 
-from sandboxfs.launch import main
+from sandboxfs.cli.launch import main
 
 sys.exit(main())

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from helpers import Tree, make_tree, snapshot
-from sandboxfs.sandbox import Sandbox
+from sandboxfs.fs.sandbox import Sandbox
 
 
 @pytest.fixture

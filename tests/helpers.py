@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sandboxfs.allowlist import AllowList, Root
-from sandboxfs.resolver import Resolver
-from sandboxfs.sandbox import Sandbox
+from sandboxfs.core.allowlist import AllowList, Root
+from sandboxfs.core.resolver import Resolver
+from sandboxfs.fs.sandbox import Sandbox
 
 CANARY = b"CANARY: outside content must never be read or changed\n"
 

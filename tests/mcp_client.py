@@ -23,7 +23,7 @@ import trio
 from mcp.client import Client, ClientRequestContext
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from sandboxfs.fastlane import NO_FAST_LANE_ENV
+from sandboxfs.session.fastlane import NO_FAST_LANE_ENV
 
 Era = Literal["2025", "2026"]
 ERAS: tuple[Era, ...] = ("2025", "2026")

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sandboxfs.argcheck import compile_schema
+from sandboxfs.session.argcheck import compile_schema
 from sandboxfs.tools import served_tools
 
 SCHEMAS = {spec.name: spec.input_schema() for spec in served_tools(read_only=False)}

@@ -8,9 +8,9 @@ import time
 import pytest
 import trio
 
-from sandboxfs.blocking import BlockingRunner
-from sandboxfs.errors import TimedOut
-from sandboxfs.watch import Stall, Watch
+from sandboxfs.core.errors import TimedOut
+from sandboxfs.core.watch import Stall, Watch
+from sandboxfs.session.blocking import BlockingRunner
 
 
 def test_jobs_run_in_at_most_the_allowed_threads() -> None:

@@ -13,7 +13,7 @@ import xattr
 
 from helpers import Tree, snapshot
 from mcp_client import ERAS, Era, run, session
-from sandboxfs.limits import Limits
+from sandboxfs.fs.limits import Limits
 from sandboxfs.tools import CallContext
 from sandboxfs.tools.reading import read_text_file
 

@@ -14,7 +14,7 @@ import trio
 
 from helpers import Tree
 from mcp_client import Roots, run, session, spawn_stdio
-from sandboxfs.fastlane import NO_FAST_LANE_ENV
+from sandboxfs.session.fastlane import NO_FAST_LANE_ENV
 
 
 @pytest.fixture(autouse=True, params=["fast lane", "SDK only"])

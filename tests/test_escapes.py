@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from helpers import CANARY, Tree, snapshot
-from sandboxfs.allowlist import AllowList, Root
-from sandboxfs.errors import AccessDenied, SandboxError
-from sandboxfs.resolver import Resolver
-from sandboxfs.sandbox import Sandbox
+from sandboxfs.core.allowlist import AllowList, Root
+from sandboxfs.core.errors import AccessDenied, SandboxError
+from sandboxfs.core.resolver import Resolver
+from sandboxfs.fs.sandbox import Sandbox
 
 Setup = Callable[[Tree], str]
 

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from helpers import Tree
 from mcp_client import Roots, Session, run, session, spawn_stdio
-from sandboxfs.fastlane import NO_FAST_LANE_ENV, plain_initialize, root_uris
+from sandboxfs.session.fastlane import NO_FAST_LANE_ENV, plain_initialize, root_uris
 
 LANE_OPEN = "Fast lane open"
 LANE_GREETED = "Fast lane open: it answered the handshake"

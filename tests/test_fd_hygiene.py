@@ -8,8 +8,8 @@ import gc
 import os
 
 from helpers import Tree, open_fd_count
-from sandboxfs.errors import SandboxError
-from sandboxfs.sandbox import Sandbox
+from sandboxfs.core.errors import SandboxError
+from sandboxfs.fs.sandbox import Sandbox
 
 
 def test_fd_count_unchanged_after_10000_operations(tree: Tree, sandbox: Sandbox) -> None:

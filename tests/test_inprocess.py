@@ -13,12 +13,12 @@ from mcp.client import Client
 from mcp.shared.exceptions import MCPError
 
 from helpers import Tree, open_fd_count
-from sandboxfs.access import AccessControl
-from sandboxfs.allowlist import AllowList, Root
-from sandboxfs.sdkserver import SdkAdapter
-from sandboxfs.sdkwire import sanitize
-from sandboxfs.server import SandboxfsServer, ServerOptions
-from sandboxfs.stdio import LineSplitter
+from sandboxfs.core.allowlist import AllowList, Root
+from sandboxfs.session.access import AccessControl
+from sandboxfs.session.sdkserver import SdkAdapter
+from sandboxfs.session.sdkwire import sanitize
+from sandboxfs.session.server import SandboxfsServer, ServerOptions
+from sandboxfs.transports.stdio import LineSplitter
 
 
 def _server(tree: Tree) -> SandboxfsServer:

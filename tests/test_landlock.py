@@ -14,8 +14,8 @@ import pytest
 
 from helpers import CANARY, Tree, snapshot
 from mcp_client import SERVER, run, server_env, session
-from sandboxfs import landlock
-from sandboxfs.allowlist import Root
+from sandboxfs.core import landlock
+from sandboxfs.core.allowlist import Root
 
 pytestmark = pytest.mark.skipif(
     landlock.abi_version() < 1, reason="the kernel has no Landlock (the CLI tests cover that)"

@@ -10,7 +10,7 @@ import pytest
 
 from helpers import Tree
 from mcp_client import INIT_2025, SERVER, spawn_stdio
-from sandboxfs.launch import huge_pages_on_request
+from sandboxfs.cli.launch import huge_pages_on_request
 
 
 def served_state(root: Path, env: dict[str, str]) -> tuple[dict[str, str], list[str], int]:

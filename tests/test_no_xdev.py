@@ -10,7 +10,7 @@ import pytest
 
 from helpers import Tree
 from mcp_client import run, session
-from sandboxfs.errors import AccessDenied
+from sandboxfs.core.errors import AccessDenied
 
 
 @pytest.fixture

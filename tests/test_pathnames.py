@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from sandboxfs.errors import InvalidPath
-from sandboxfs.pathnames import (
+from sandboxfs.core.errors import InvalidPath
+from sandboxfs.core.pathnames import (
     absolute_request,
     check_leaf,
     check_request_path,

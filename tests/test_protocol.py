@@ -7,7 +7,7 @@ import mcp_types.version as sdk_versions
 import pytest
 from mcp.shared.dispatcher import coerce_request_id
 
-from sandboxfs import protocol
+from sandboxfs.session import jsonrpc as protocol
 
 
 def test_versions_and_codes_are_the_sdks() -> None:

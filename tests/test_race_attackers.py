@@ -20,8 +20,8 @@ import pytest
 
 from helpers import CANARY, Tree
 from sandboxfs.audit.attacker import prepare
-from sandboxfs.errors import SandboxError
-from sandboxfs.limits import Limits
+from sandboxfs.core.errors import SandboxError
+from sandboxfs.fs.limits import Limits
 from sandboxfs.tools import CallContext
 from sandboxfs.tools.grepping import grep_files
 from sandboxfs.tools.listing import list_directory

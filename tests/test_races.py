@@ -12,9 +12,9 @@ from collections import Counter
 import pytest
 
 from helpers import CANARY, Tree, snapshot
-from sandboxfs import syscalls
-from sandboxfs.errors import SandboxError
-from sandboxfs.sandbox import Sandbox
+from sandboxfs.binding import syscalls
+from sandboxfs.core.errors import SandboxError
+from sandboxfs.fs.sandbox import Sandbox
 
 
 def _attack(tree: Tree, sandbox: Sandbox, attempts: int) -> Counter[str]:

@@ -20,9 +20,9 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sandboxfs.allowlist import AllowList, Root
-from sandboxfs.errors import AccessDenied, LimitExceeded, NotADirectory, NotFound
-from sandboxfs.resolver import Resolver
+from sandboxfs.core.allowlist import AllowList, Root
+from sandboxfs.core.errors import AccessDenied, LimitExceeded, NotADirectory, NotFound
+from sandboxfs.core.resolver import Resolver
 
 NAMES = ["a", "b", "l1", "l2", "l3"]
 STEPS = [*NAMES, "..", "."]

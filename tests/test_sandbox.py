@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 import xattr
 
-import sandboxfs.sandbox as sandbox_module
+import sandboxfs.fs.sandbox as sandbox_module
 from helpers import CANARY, Tree, run_as_nobody, snapshot
-from sandboxfs.errors import (
+from sandboxfs.core.errors import (
     AccessDenied,
     AlreadyExists,
     Conflict,
@@ -38,8 +38,8 @@ from sandboxfs.errors import (
     SandboxError,
     Unsupported,
 )
-from sandboxfs.limits import Limits
-from sandboxfs.revisions import (
+from sandboxfs.fs.limits import Limits
+from sandboxfs.fs.revisions import (
     ABSENT,
     SameBytes,
     content_revision,
@@ -48,7 +48,7 @@ from sandboxfs.revisions import (
     stat_key,
     tree_revision,
 )
-from sandboxfs.sandbox import OpenFile, Sandbox
+from sandboxfs.fs.sandbox import OpenFile, Sandbox
 from sandboxfs.tools import CallContext
 from sandboxfs.tools.reading import whole_bytes
 from sandboxfs.tools.writing import edit_file, move_file

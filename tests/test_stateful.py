@@ -19,11 +19,11 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from helpers import CANARY, snapshot
-from sandboxfs.allowlist import AllowList, Root
-from sandboxfs.errors import AccessDenied, HardLinked, SandboxError
-from sandboxfs.limits import Limits
-from sandboxfs.resolver import Resolver
-from sandboxfs.sandbox import Sandbox
+from sandboxfs.core.allowlist import AllowList, Root
+from sandboxfs.core.errors import AccessDenied, HardLinked, SandboxError
+from sandboxfs.core.resolver import Resolver
+from sandboxfs.fs.limits import Limits
+from sandboxfs.fs.sandbox import Sandbox
 from sandboxfs.tools import CallContext
 from sandboxfs.tools.reading import read_text_file
 from sandboxfs.tools.writing import (

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from sandboxfs import syscalls
+from sandboxfs.binding import syscalls
 
 
 def test_openat2_failures_become_oserror(tmp_path) -> None:  # type: ignore[no-untyped-def]

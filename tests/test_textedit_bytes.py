@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sandboxfs.textedit import Edit, EditError, apply_edits, exact_edits_on_bytes
+from sandboxfs.tools.textedit import Edit, EditError, apply_edits, exact_edits_on_bytes
 
 PIECES = [b"a", b"b", b"\n", b"\r\n", b" ", "é".encode(), b"\xc3", b"\xa9", b"\xff", b"ab\n"]
 FILES = st.lists(st.sampled_from(PIECES), max_size=30).map(b"".join)

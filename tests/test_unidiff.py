@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sandboxfs.unidiff import _lines, render_diff, shown, unified_diff
+from sandboxfs.tools.unidiff import _lines, render_diff, shown, unified_diff
 
 # Few distinct lines, so that texts repeat themselves and the matcher has choices.
 PLAIN = [b"a\n", b"b\n", b"\n", b"c", b"dd\n", "é\n".encode()]

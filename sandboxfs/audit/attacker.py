@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import Final
 
-from sandboxfs import syscalls
+from sandboxfs.binding import syscalls
 
 KINDS: Final = ("exchange-dir", "swap-file", "rename-away", "plant-hardlink")
 

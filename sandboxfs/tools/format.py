@@ -8,7 +8,7 @@ from decimal import ROUND_HALF_UP, Decimal
 from typing import Final
 from urllib.parse import quote
 
-from sandboxfs.pathnames import absolute_request
+from sandboxfs.core.pathnames import absolute_request
 
 _UNITS: Final = ("B", "KB", "MB", "GB", "TB")
 

@@ -19,10 +19,10 @@ from typing import Any, Final
 
 import re2
 
-from sandboxfs.errors import InvalidArgument, LimitExceeded, SandboxError
-from sandboxfs.globs import Glob, GlobError, compile_glob
-from sandboxfs.resolver import Location
-from sandboxfs.sandbox import OpenFile
+from sandboxfs.core.errors import InvalidArgument, LimitExceeded, SandboxError
+from sandboxfs.core.resolver import Location
+from sandboxfs.fs.sandbox import OpenFile
+from sandboxfs.tools.globs import Glob, GlobError, compile_glob
 from sandboxfs.tools.spec import READ_ONLY, CallContext, Param, ToolResult, ToolSpec
 from sandboxfs.tools.walking import Walker
 

@@ -7,8 +7,8 @@ import base64
 import stat
 from typing import Any
 
-from sandboxfs.errors import AccessDenied, SandboxError
-from sandboxfs.sandbox import Entry, kind_of
+from sandboxfs.core.errors import AccessDenied, SandboxError
+from sandboxfs.fs.sandbox import Entry, kind_of
 from sandboxfs.tools.format import format_size, iso_time
 from sandboxfs.tools.spec import READ_ONLY, CallContext, Param, ToolResult, ToolSpec, path_param
 

@@ -7,11 +7,11 @@ import base64
 import os
 from typing import Final
 
-from sandboxfs.errors import InvalidArgument, LimitExceeded, SandboxError
-from sandboxfs.mime import guess_mime
-from sandboxfs.revisions import content_revision
-from sandboxfs.sandbox import OpenFile
+from sandboxfs.core.errors import InvalidArgument, LimitExceeded, SandboxError
+from sandboxfs.fs.revisions import content_revision
+from sandboxfs.fs.sandbox import OpenFile
 from sandboxfs.tools.format import display_base, file_uri
+from sandboxfs.tools.mime import guess_mime
 from sandboxfs.tools.spec import (
     READ_ONLY,
     STRING_LIST,

@@ -2,7 +2,7 @@
 
 Tool functions are plain synchronous functions over the Root layer; they take a
 :class:`CallContext` and keyword arguments named as on the wire, and return a
-:class:`ToolResult` or raise :class:`~sandboxfs.errors.SandboxError`.  No MCP
+:class:`ToolResult` or raise :class:`~sandboxfs.core.errors.SandboxError`.  No MCP
 types here: the MCP adapter turns these into schemas and content blocks.
 """
 
@@ -12,9 +12,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, final
 
-from sandboxfs.accounts import Accounts
-from sandboxfs.limits import Limits
-from sandboxfs.sandbox import Sandbox
+from sandboxfs.fs.limits import Limits
+from sandboxfs.fs.sandbox import Sandbox
+from sandboxfs.tools.accounts import Accounts
 
 JSON = dict[str, Any]
 

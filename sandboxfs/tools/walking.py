@@ -15,7 +15,7 @@ from typing import Any, Final
 
 import pydantic_core
 
-from sandboxfs.errors import (
+from sandboxfs.core.errors import (
     InvalidArgument,
     LimitExceeded,
     NotADirectory,
@@ -23,10 +23,10 @@ from sandboxfs.errors import (
     PermissionDenied,
     SandboxError,
 )
-from sandboxfs.globs import Glob, GlobError, compile_glob
-from sandboxfs.resolver import Location
-from sandboxfs.sandbox import Entry
+from sandboxfs.core.resolver import Location
+from sandboxfs.fs.sandbox import Entry
 from sandboxfs.tools.format import display_base
+from sandboxfs.tools.globs import Glob, GlobError, compile_glob
 from sandboxfs.tools.spec import (
     READ_ONLY,
     STRING_LIST,

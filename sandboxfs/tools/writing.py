@@ -5,9 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sandboxfs.errors import InvalidArgument, LimitExceeded, SandboxError
-from sandboxfs.revisions import ABSENT, SameBytes, check, content_revision, revision_soon
-from sandboxfs.textedit import Edit, EditError, apply_edits, exact_edits_on_bytes
+from sandboxfs.core.errors import InvalidArgument, LimitExceeded, SandboxError
+from sandboxfs.fs.revisions import ABSENT, SameBytes, check, content_revision, revision_soon
 from sandboxfs.tools.reading import whole_bytes
 from sandboxfs.tools.spec import (
     Annotations,
@@ -17,7 +16,8 @@ from sandboxfs.tools.spec import (
     ToolSpec,
     path_param,
 )
-from sandboxfs.unidiff import fenced, unified_diff
+from sandboxfs.tools.textedit import Edit, EditError, apply_edits, exact_edits_on_bytes
+from sandboxfs.tools.unidiff import fenced, unified_diff
 
 
 def _revision_after(ctx: CallContext, path: str) -> str | None:

@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Final, final
 
-from sandboxfs.errors import Conflict
+from sandboxfs.core.errors import Conflict
 
 ABSENT: Final = "absent"
 #: How long a conditional mutation waits for another writer's lock.

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import final
 
-from sandboxfs.pathnames import normalize_absolute, relative_to
+from sandboxfs.core.pathnames import normalize_absolute, relative_to
 
 
 @final

@@ -32,9 +32,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Final, final
 
-from sandboxfs import syscalls
-from sandboxfs.allowlist import AllowList, Root
-from sandboxfs.errors import (
+from sandboxfs.binding import syscalls
+from sandboxfs.core.allowlist import AllowList, Root
+from sandboxfs.core.errors import (
     AccessDenied,
     InvalidPath,
     LimitExceeded,
@@ -44,7 +44,7 @@ from sandboxfs.errors import (
     from_oserror,
     outside,
 )
-from sandboxfs.pathnames import (
+from sandboxfs.core.pathnames import (
     absolute_request,
     check_leaf,
     check_request_path,
@@ -52,7 +52,7 @@ from sandboxfs.pathnames import (
     normalize_absolute,
     split_components,
 )
-from sandboxfs.watch import NO_WATCH, Watch
+from sandboxfs.core.watch import NO_WATCH, Watch
 
 #: openat2 answers EAGAIN when a rename races with ``..`` resolution; retry this often.
 EAGAIN_RETRIES: Final = 64

@@ -1,7 +1,7 @@
 """The SDK's side of the stdio wire: its message models, sanitized on the way out.
 
 Imported only once a stdio connection needs the SDK (it imports the SDK); the
-transport itself (:mod:`sandboxfs.stdio`) works on plain JSON.
+transport itself (:mod:`sandboxfs.transports.stdio`) works on plain JSON.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import mcp_types as types
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
-from sandboxfs.protocol import error_frame
-from sandboxfs.stdio import decode, framed
+from sandboxfs.session.jsonrpc import error_frame
+from sandboxfs.transports.stdio import decode, framed
 
 
 def to_message(obj: dict[str, Any]) -> SessionMessage | bytes:
@@ -58,7 +58,7 @@ def sanitize(message: types.JSONRPCMessage, versions: Sequence[str]) -> types.JS
 
 
 def encode(message: types.JSONRPCMessage) -> bytes:
-    """The wire frame for a message (see :func:`sandboxfs.stdio.framed`)."""
+    """The wire frame for a message (see :func:`sandboxfs.transports.stdio.framed`)."""
     # Straight to bytes: model_dump_json would decode them into a str first, and a
     # big result would then be copied twice more on its way out.
     return framed(

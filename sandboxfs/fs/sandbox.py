@@ -1,7 +1,7 @@
 """The Root layer: every filesystem operation sandboxfs performs, through descriptors.
 
 Synchronous, thread-safe, no MCP types.  Each method takes request paths as the
-client gave them and raises :class:`~sandboxfs.errors.SandboxError` with
+client gave them and raises :class:`~sandboxfs.core.errors.SandboxError` with
 messages naming only those paths.  Guarantees:
 
 * Reads open only regular files; FIFOs, sockets and devices are refused
@@ -30,8 +30,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Final, Literal, NamedTuple, final
 
-from sandboxfs import syscalls
-from sandboxfs.errors import (
+from sandboxfs.binding import syscalls
+from sandboxfs.core.errors import (
     AlreadyExists,
     Conflict,
     HardLinked,
@@ -45,10 +45,11 @@ from sandboxfs.errors import (
     Unsupported,
     from_oserror,
 )
-from sandboxfs.limits import Limits
-from sandboxfs.metadata import SAFE_MODE_BITS, carry_owner_and_mode, copy_xattrs, read_xattrs
-from sandboxfs.resolver import Location, Resolver, closing_fd
-from sandboxfs.revisions import (
+from sandboxfs.core.resolver import Location, Resolver, closing_fd
+from sandboxfs.core.watch import Watch
+from sandboxfs.fs.limits import Limits
+from sandboxfs.fs.metadata import SAFE_MODE_BITS, carry_owner_and_mode, copy_xattrs, read_xattrs
+from sandboxfs.fs.revisions import (
     ABSENT,
     RevisionCache,
     SameBytes,
@@ -61,8 +62,7 @@ from sandboxfs.revisions import (
     stat_key,
     tree_revision,
 )
-from sandboxfs.staging import LEAF_RESOLVE, StagedFile, copy_contents, fsync_dir, write_all
-from sandboxfs.watch import Watch
+from sandboxfs.fs.staging import LEAF_RESOLVE, StagedFile, copy_contents, fsync_dir, write_all
 
 log = logging.getLogger(__name__)
 

@@ -28,7 +28,7 @@ from typing import Any, Final, Protocol, final
 
 import pydantic_core
 
-from sandboxfs.protocol import (
+from sandboxfs.session.jsonrpc import (
     CLIENT_CAPABILITIES_META_KEY,
     CLIENT_INFO_META_KEY,
     HANDSHAKE_VERSIONS,
@@ -50,7 +50,7 @@ Ask = Callable[[str, float], Awaitable[Any]]
 
 
 class LaneServer(Protocol):
-    """What the lane needs of :class:`~sandboxfs.server.SandboxfsServer`."""
+    """What the lane needs of :class:`~sandboxfs.session.server.SandboxfsServer`."""
 
     tool_definitions: list[dict[str, Any]]
     server_info: dict[str, Any]

@@ -9,7 +9,7 @@ Closes the SDK stdio gaps (see PROTOCOL.md):
 * an error the SDK would send as ``{"code": 0, "message": str(exc)}`` (which
   can carry host paths) is rewritten to -32603 "Internal error";
 * at end of input, requests still running are answered before exiting;
-* with a :class:`~sandboxfs.fastlane.FastLane`, the requests it takes are
+* with a :class:`~sandboxfs.session.fastlane.FastLane`, the requests it takes are
   answered here, in a task of their own, without the SDK (a
   ``notifications/cancelled`` for one of them cancels it, unanswered);
 * the SDK (over a second to import) is loaded when the first message the lane
@@ -19,7 +19,7 @@ Closes the SDK stdio gaps (see PROTOCOL.md):
   fd 1 stderr, so a stray print() cannot corrupt the stream.
 
 No worker threads: stdin and stdout are trio ``FdStream``s.  The sans-IO part
-(:class:`LineSplitter`, :func:`decode`, and :func:`sandboxfs.sdkwire.classify`)
+(:class:`LineSplitter`, :func:`decode`, and :func:`sandboxfs.session.sdkwire.classify`)
 is what the fuzz target exercises.
 """
 
@@ -41,8 +41,8 @@ import trio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from pydantic_core import to_json
 
-from sandboxfs.fastlane import FastLane, Job
-from sandboxfs.protocol import (
+from sandboxfs.session.fastlane import FastLane, Job
+from sandboxfs.session.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
     PARSE_ERROR,
@@ -256,7 +256,7 @@ class _Connection:
         self.drained = trio.Event()
         #: Requests the lane is answering, by correlation key: what cancels them.
         self.lane_calls: dict[Any, trio.CancelScope] = {}
-        #: Once the SDK runs: its input, and :mod:`sandboxfs.sdkwire`.
+        #: Once the SDK runs: its input, and :mod:`sandboxfs.session.sdkwire`.
         self.to_server: MemoryObjectSendStream[SessionMessage | Exception] | None = None
         self.wire: ModuleType | None = None
         #: Requests sent to the client (by the lane) awaiting its answer, by id.
@@ -357,7 +357,7 @@ class _Connection:
     async def start_sdk(self) -> MemoryObjectSendStream[SessionMessage | Exception]:
         """Load the SDK and start its server loop; replay the handshake the lane
         answered, if any, and wait for the SDK's answer (which is dropped)."""
-        from sandboxfs import sdkwire  # noqa: PLC0415 - the SDK loads only when needed
+        from sandboxfs.session import sdkwire  # noqa: PLC0415 - the SDK loads only when needed
 
         self.wire = sdkwire
         server = self.make_sdk()

@@ -46,6 +46,6 @@ def reexec_for_huge_pages() -> None:
 
 def main() -> int:
     reexec_for_huge_pages()
-    from sandboxfs.cli import main as serve_main  # noqa: PLC0415 - after the exec
+    from sandboxfs.cli.main import main as serve_main  # noqa: PLC0415 - after the exec
 
     return serve_main()

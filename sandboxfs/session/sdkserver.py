@@ -1,4 +1,4 @@
-"""The MCP SDK adapter: a :class:`~sandboxfs.server.SandboxfsServer` as the SDK's server.
+"""The MCP SDK adapter: a :class:`~sandboxfs.session.server.SandboxfsServer` as the SDK's server.
 
 It only adapts: handlers for the SDK's requests and notifications (tools,
 resources, discovery, the handshake and Roots), and errors as the SDK raises
@@ -20,13 +20,13 @@ from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from sandboxfs import __version__
-from sandboxfs.access import local_path
-from sandboxfs.errors import IsADirectory, NotFound, SandboxError
-from sandboxfs.mime import guess_mime, is_textual
-from sandboxfs.protocol import ROOTS_FETCH_TIMEOUT, SUPPORTED_VERSIONS, ProtocolError
-from sandboxfs.server import INSTRUCTIONS, Caller, SandboxfsServer, clean_text
+from sandboxfs.core.errors import IsADirectory, NotFound, SandboxError
+from sandboxfs.core.watch import Watch
+from sandboxfs.session.access import local_path
+from sandboxfs.session.jsonrpc import ROOTS_FETCH_TIMEOUT, SUPPORTED_VERSIONS, ProtocolError
+from sandboxfs.session.server import INSTRUCTIONS, Caller, SandboxfsServer, clean_text
+from sandboxfs.tools.mime import guess_mime, is_textual
 from sandboxfs.tools.reading import whole_bytes
-from sandboxfs.watch import Watch
 
 log = logging.getLogger("sandboxfs")
 

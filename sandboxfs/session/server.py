@@ -3,10 +3,10 @@
 :class:`SandboxfsServer` runs a tool call from its name and arguments to its
 wire result: argument validation against the tool's input schema, waiting for
 a Roots update, running the tool in a worker thread with timeouts, turning
-:class:`~sandboxfs.errors.SandboxError` into an ``isError`` result.  It also
+:class:`~sandboxfs.core.errors.SandboxError` into an ``isError`` result.  It also
 knows what the server answers to ``initialize`` and ``tools/list``, so the stdio
 fast lane can answer them before the SDK is loaded.  The SDK adapter
-(:mod:`sandboxfs.sdkserver`) serves everything else; nothing here imports the SDK.
+(:mod:`sandboxfs.session.sdkserver`) serves everything else; nothing here imports the SDK.
 """
 
 from __future__ import annotations
@@ -22,20 +22,20 @@ import pydantic_core
 import trio
 
 from sandboxfs import __version__
-from sandboxfs.access import AccessControl, Effective, roots_from_uris
-from sandboxfs.accounts import Accounts
-from sandboxfs.argcheck import compile_schema
-from sandboxfs.auditlog import AuditLog
-from sandboxfs.blocking import BlockingRunner
-from sandboxfs.errors import AccessDenied, SandboxError
-from sandboxfs.limits import Limits
-from sandboxfs.protocol import INVALID_PARAMS, MODERN_VERSIONS, ProtocolError
-from sandboxfs.resolver import Resolver
-from sandboxfs.revisions import RevisionCache
-from sandboxfs.sandbox import Sandbox
-from sandboxfs.stdio import InputCloser
+from sandboxfs.core.errors import AccessDenied, SandboxError
+from sandboxfs.core.resolver import Resolver
+from sandboxfs.core.watch import NO_WATCH, Stall, Watch
+from sandboxfs.fs.limits import Limits
+from sandboxfs.fs.revisions import RevisionCache
+from sandboxfs.fs.sandbox import Sandbox
+from sandboxfs.session.access import AccessControl, Effective, roots_from_uris
+from sandboxfs.session.argcheck import compile_schema
+from sandboxfs.session.auditlog import AuditLog
+from sandboxfs.session.blocking import BlockingRunner
+from sandboxfs.session.jsonrpc import INVALID_PARAMS, MODERN_VERSIONS, ProtocolError
 from sandboxfs.tools import CallContext, MediaBlock, ToolResult, ToolSpec, served_tools
-from sandboxfs.watch import NO_WATCH, Stall, Watch
+from sandboxfs.tools.accounts import Accounts
+from sandboxfs.transports.stdio import InputCloser
 
 log = logging.getLogger("sandboxfs")
 
@@ -185,7 +185,7 @@ class ServerOptions:
     no_xdev: bool = False
     limits: Limits = field(default_factory=Limits)
     home: str | None = None
-    #: Test-only artificial slowness (see sandboxfs.watch.Stall).
+    #: Test-only artificial slowness (see sandboxfs.core.watch.Stall).
     stall: Stall | None = None
     accounts: Accounts = field(default_factory=Accounts)
     #: Whether a 2025-era client's Roots may change the allow-list (stdio only).

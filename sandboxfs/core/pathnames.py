@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from typing import Final
 
-from sandboxfs.errors import InvalidPath
+from sandboxfs.core.errors import InvalidPath
 
 #: The longest request path accepted, in bytes (Linux's PATH_MAX).
 MAX_PATH_BYTES: Final = 4096

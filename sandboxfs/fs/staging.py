@@ -15,8 +15,8 @@ import os
 import secrets
 from typing import Final, final
 
-from sandboxfs import syscalls
-from sandboxfs.resolver import closing_fd
+from sandboxfs.binding import syscalls
+from sandboxfs.core.resolver import closing_fd
 
 log = logging.getLogger(__name__)
 

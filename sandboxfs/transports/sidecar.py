@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Final, final
 
 import trio
 
-from sandboxfs.server import SandboxfsServer
+from sandboxfs.session.server import SandboxfsServer
 
 if TYPE_CHECKING:
     from mcp.server.transport_security import TransportSecuritySettings
@@ -217,7 +217,7 @@ async def serve_http(
     from hypercorn.config import Config  # noqa: PLC0415
     from hypercorn.trio import serve  # noqa: PLC0415
 
-    from sandboxfs.sdkserver import SdkAdapter  # noqa: PLC0415
+    from sandboxfs.session.sdkserver import SdkAdapter  # noqa: PLC0415
 
     mcp_app = SdkAdapter(server).server.streamable_http_app(
         streamable_http_path=MCP_PATH,

@@ -18,19 +18,20 @@ from typing import TYPE_CHECKING, Any, Final, NoReturn, TextIO, final
 
 import trio
 
-from sandboxfs import __version__, landlock
-from sandboxfs.access import AccessControl
-from sandboxfs.accounts import Accounts
-from sandboxfs.allowlist import AllowList, Root
-from sandboxfs.auditlog import AuditLog
-from sandboxfs.fastlane import NO_FAST_LANE_ENV, FastLane
-from sandboxfs.limits import LIMIT_HELP, Limits
-from sandboxfs.protocol import SUPPORTED_VERSIONS
-from sandboxfs.server import SandboxfsServer, ServerOptions
-from sandboxfs.sidecar import TOKEN_ENV, Endpoint, SidecarOptions, listen, serve_http
-from sandboxfs.stdio import InputCloser, serve_stdio, take_stdio
-from sandboxfs.syscalls import Openat2Unavailable, probe_openat2, set_mmap_threshold
-from sandboxfs.watch import Stall
+from sandboxfs import __version__
+from sandboxfs.binding.syscalls import Openat2Unavailable, probe_openat2, set_mmap_threshold
+from sandboxfs.core import landlock
+from sandboxfs.core.allowlist import AllowList, Root
+from sandboxfs.core.watch import Stall
+from sandboxfs.fs.limits import LIMIT_HELP, Limits
+from sandboxfs.session.access import AccessControl
+from sandboxfs.session.auditlog import AuditLog
+from sandboxfs.session.fastlane import NO_FAST_LANE_ENV, FastLane
+from sandboxfs.session.jsonrpc import SUPPORTED_VERSIONS
+from sandboxfs.session.server import SandboxfsServer, ServerOptions
+from sandboxfs.tools.accounts import Accounts
+from sandboxfs.transports.sidecar import TOKEN_ENV, Endpoint, SidecarOptions, listen, serve_http
+from sandboxfs.transports.stdio import InputCloser, serve_stdio, take_stdio
 
 if TYPE_CHECKING:
     from mcp.server.lowlevel.server import Server
@@ -327,7 +328,7 @@ def serve(args: Arguments) -> int:
     lane = None if os.environ.get(NO_FAST_LANE_ENV) else FastLane(server)
 
     def make_sdk() -> Server[Any]:
-        from sandboxfs.sdkserver import SdkAdapter  # noqa: PLC0415 - the SDK loads when needed
+        from sandboxfs.session.sdkserver import SdkAdapter  # noqa: PLC0415 - the SDK loads when needed
 
         return SdkAdapter(server).server
 

@@ -3,10 +3,10 @@
 One tool call runs in one worker thread of a bounded pool (threads start as
 work arrives; handing a call over costs one queue put and one wake-up of the
 event loop, about half of what ``trio.to_thread`` spends).  The thread marks
-each blocking step on a :class:`~sandboxfs.watch.StepWatch`; one watchdog task
+each blocking step on a :class:`~sandboxfs.core.watch.StepWatch`; one watchdog task
 per event loop looks at every call in progress and, once a single step has
 lasted longer than the timeout, stops waiting for that call, which raises
-:class:`~sandboxfs.errors.TimedOut`.  The thread cannot be interrupted: it
+:class:`~sandboxfs.core.errors.TimedOut`.  The thread cannot be interrupted: it
 finishes in the background (holding its worker slot until then), but no other
 call waits for it.
 """
@@ -23,8 +23,8 @@ from typing import Any, TypeVar, final
 import outcome
 import trio
 
-from sandboxfs.errors import TimedOut
-from sandboxfs.watch import Stall, StepWatch, Watch
+from sandboxfs.core.errors import TimedOut
+from sandboxfs.core.watch import Stall, StepWatch, Watch
 
 T = TypeVar("T")
 

@@ -22,8 +22,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, final
 
-from sandboxfs import syscalls
-from sandboxfs.allowlist import Root
+from sandboxfs.binding import syscalls
+from sandboxfs.core.allowlist import Root
 
 # Filesystem rights (linux/landlock.h), with the ABI that introduced them.
 EXECUTE: Final = 1 << 0
@@ -103,7 +103,7 @@ def python_paths() -> list[str]:
         sysconfig.get_paths()["stdlib"],
         sysconfig.get_paths()["platstdlib"],
         *site.getsitepackages(),
-        os.path.dirname(os.path.abspath(__file__)),  # sandboxfs itself
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__))),  # the sandboxfs package
         *(os.path.abspath(entry) for entry in sys.path if entry),
     }
     candidates.discard(here)

@@ -1,6 +1,6 @@
 """Which directories are allowed right now, and how a 2025-era client's Roots change it.
 
-The allow-list in force is an immutable :class:`~sandboxfs.allowlist.AllowList`;
+The allow-list in force is an immutable :class:`~sandboxfs.core.allowlist.AllowList`;
 an update builds a new one and swaps it in.  While client Roots are being
 fetched, tool calls wait (:meth:`AccessControl.ready`), so none runs against a
 root the client has just withdrawn.
@@ -28,10 +28,10 @@ from urllib.parse import unquote, urlsplit
 
 import trio
 
-from sandboxfs import syscalls
-from sandboxfs.allowlist import AllowList, Root
-from sandboxfs.errors import TimedOut
-from sandboxfs.pathnames import join, normalize_absolute, relative_to
+from sandboxfs.binding import syscalls
+from sandboxfs.core.allowlist import AllowList, Root
+from sandboxfs.core.errors import TimedOut
+from sandboxfs.core.pathnames import join, normalize_absolute, relative_to
 
 log = logging.getLogger("sandboxfs")
 

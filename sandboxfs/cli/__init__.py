@@ -1,0 +1,1 @@
+"""The ``sandboxfs`` command: the launcher and the command line."""

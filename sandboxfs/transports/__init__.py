@@ -1,0 +1,1 @@
+"""Transports: stdio and streamable HTTP.  They move messages; the session decides."""
