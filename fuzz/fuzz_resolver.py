@@ -10,9 +10,10 @@ prefix sibling ``root-evil``, via ``/``, ``/proc/self/root``,
 links, a FIFO, a second allowed directory opened through a symlinked name and a
 nested allowed directory:
 
-* ``Resolver.open(path, O_PATH[, follow=False])`` and ``Resolver.parent``: on
-  success the descriptor, read back through ``/proc/self/fd``, lies beneath the
-  real path of one of *this resolver's* allowed directories, and the returned
+* ``Resolver.resolve(path[, follow=False])``, ``open_directory``, ``parent``
+  (and ``follow_leaf``), and ``resolve_link`` of a symlink's text: on success
+  the descriptor, read back through ``/proc/self/fd``, lies beneath the real
+  path of one of *this resolver's* allowed directories, and the returned
   location reopens the same object;
 * ``Resolver.canonical``: the location is made of clean components and is
   symlink-free (checked with ``RESOLVE_NO_SYMLINKS``), its parent exists;
@@ -56,9 +57,10 @@ with (
 ):
     from sandboxfs.binding import syscalls
     from sandboxfs.core.allowlist import AllowList, Root
+    from sandboxfs.core.chokepoint import Confinement, Location
     from sandboxfs.core.errors import SandboxError
     from sandboxfs.core.pathnames import MAX_PATH_BYTES
-    from sandboxfs.core.resolver import Location, Resolver
+    from sandboxfs.core.resolver import Resolver
 
 KNOWN_BUGS: Final[dict[str, str]] = {}  # fixed ones stay as regression inputs
 TOLERATE_ENV: Final = "SANDBOXFS_FUZZ_TOLERATE"
@@ -190,7 +192,10 @@ def cleanup() -> None:
 def _resolver(
     roots: list[Root], home: str | None, symlink_hops: int = 40, no_xdev: bool = False
 ) -> Resolver:
-    return Resolver(AllowList.of(roots), symlink_hops=symlink_hops, no_xdev=no_xdev, home=home)
+    confinement = Confinement(no_xdev=no_xdev)
+    return Resolver(
+        AllowList.of(roots), symlink_hops=symlink_hops, confinement=confinement, home=home
+    )
 
 
 #: The resolvers byte 0 chooses from: allow-lists in several orders (a nested
@@ -210,7 +215,7 @@ OPS: Final = (
     "open",
     "open-nofollow",
     "open-dir",
-    "open-dir-nofollow",
+    "follow-link",
     "parent",
     "parent-follow-leaf",
     "canonical",
@@ -411,26 +416,34 @@ def TestOneInput(data: bytes) -> None:
     resolver = VARIANTS[data[0] >> 5]
     follow = not op.endswith("nofollow")
     try:
-        if op.startswith("open"):
-            flags = os.O_PATH | (os.O_DIRECTORY if op.startswith("open-dir") else 0)
-            fd, loc = resolver.open(path, flags, follow=follow)
-            try:
-                _check_beneath(fd, resolver, path)
-                # The location returned reopens the same object.
-                again = resolver.openat(loc, flags | (0 if follow else os.O_NOFOLLOW))
-                _same_object(fd, again, resolver, path)
-            finally:
-                os.close(fd)
+        if op in ("open", "open-nofollow"):
+            with resolver.resolve(path, follow=follow) as handle:
+                _check_beneath(handle.fd, resolver, path)
+                # The location returned reopens the same object (identity checked).
+                os.close(handle.reopen(os.O_PATH))
+        elif op == "open-dir":
+            with resolver.open_directory(path) as directory:
+                _check_beneath(directory.fd, resolver, path)
+        elif op == "follow-link":
+            with resolver.resolve(path, follow=False) as link:
+                if link.is_symlink:
+                    base = resolver.canonical_handle(link).parent
+                    with resolver.resolve_link(base, link.readlink(), path) as target:
+                        _check_beneath(target.fd, resolver, path)
         elif op.startswith("parent"):
-            fd, name, loc = resolver.parent(path, follow_leaf=op == "parent-follow-leaf")
-            try:
+            parent = resolver.parent(path)
+            if op == "parent-follow-leaf":
+                parent = resolver.follow_leaf(parent)
+            with parent:
+                fd = parent.dir.fd
                 _check_beneath(fd, resolver, path)
                 assert stat.S_ISDIR(os.fstat(fd).st_mode), path
-                assert name == loc.name and name not in ("", ".", "..") and "/" not in name
-                again, _ = resolver.open_location(loc.parent, os.O_PATH | os.O_DIRECTORY, path)
+                name = parent.leaf
+                assert name not in ("", ".", "..") and "/" not in name
+                again = parent.dir.location.open(
+                    resolver.confinement, os.O_PATH | os.O_DIRECTORY, exact=False
+                )
                 _same_object(fd, again, resolver, path)
-            finally:
-                os.close(fd)
         else:
             _check_canonical(resolver, resolver.canonical(path, follow=follow), path, follow)
     except SandboxError as exc:

@@ -106,6 +106,11 @@ int sfs_statx(int dirfd, const char *path, int flags, unsigned int mask, struct 
     return 0;
 }
 
+int sfs_fallocate(int fd, int mode, int64_t offset, int64_t len)
+{
+    return neg_errno(fallocate(fd, mode, (off_t)offset, (off_t)len));
+}
+
 int64_t sfs_fstatfs_type(int fd)
 {
     struct statfs sfs;

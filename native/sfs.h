@@ -4,7 +4,7 @@
  *
  * Policy-free by design: each function makes one syscall, forces O_CLOEXEC
  * where a descriptor is created, and returns -errno on failure.  All policy
- * (which flags, which paths) lives in Python, in sandboxfs/_syscalls.py.
+ * (which flags, which paths) lives in Python, in sandboxfs/core/chokepoint.py.
  *
  * The struct layouts below are our own, flat and packed-free, so that cffi
  * can describe them; the .c file copies to and from the kernel's layouts.
@@ -24,6 +24,9 @@
 /* renameat2(2) flags (linux/fs.h). */
 #define SFS_RENAME_NOREPLACE 0x1
 #define SFS_RENAME_EXCHANGE 0x2
+
+/* fallocate(2) modes (linux/falloc.h). */
+#define SFS_FALLOC_FL_KEEP_SIZE 0x01
 
 /* statx(2) masks we ask for (linux/stat.h). */
 #define SFS_STATX_BASIC_STATS 0x7ff
@@ -71,6 +74,9 @@ int sfs_link_fd(int fd, int newdirfd, const char *newpath);
 
 /* statx(dirfd, path, flags, mask) flattened into *out: 0 or -errno. */
 int sfs_statx(int dirfd, const char *path, int flags, unsigned int mask, struct sfs_statx *out);
+
+/* fallocate(fd, mode, offset, len): 0 or -errno. */
+int sfs_fallocate(int fd, int mode, int64_t offset, int64_t len);
 
 /* fstatfs(fd).f_type: the filesystem magic (>= 0) or -errno. */
 int64_t sfs_fstatfs_type(int fd);

@@ -1,4 +1,5 @@
-"""Type stub for the cffi-compiled shim (native/sfs.c). Only sandboxfs._syscalls imports it."""
+"""Type stub for the cffi-compiled shim (native/sfs.c); only sandboxfs.binding.syscalls
+imports it."""
 
 from typing import Any
 
@@ -10,6 +11,7 @@ class _Lib:
     SFS_RESOLVE_IN_ROOT: int
     SFS_RENAME_NOREPLACE: int
     SFS_RENAME_EXCHANGE: int
+    SFS_FALLOC_FL_KEEP_SIZE: int
     SFS_STATX_BASIC_STATS: int
     SFS_STATX_BTIME: int
     SFS_PROC_SUPER_MAGIC: int
@@ -19,6 +21,7 @@ class _Lib:
     ) -> int: ...
     def sfs_link_fd(self, fd: int, newdirfd: int, newpath: bytes) -> int: ...
     def sfs_statx(self, dirfd: int, path: bytes, flags: int, mask: int, out: Any) -> int: ...
+    def sfs_fallocate(self, fd: int, mode: int, offset: int, len: int) -> int: ...
     def sfs_fstatfs_type(self, fd: int) -> int: ...
     def sfs_landlock_abi_version(self) -> int: ...
     def sfs_landlock_create_ruleset(

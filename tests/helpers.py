@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from sandboxfs.core.allowlist import AllowList, Root
+from sandboxfs.core.chokepoint import Confinement
 from sandboxfs.core.resolver import Resolver
 from sandboxfs.fs.sandbox import Sandbox
 
@@ -26,9 +27,10 @@ class Tree:
     root: Path
     outside: Path
 
-    def sandbox(self, *extra_roots: Path, **resolver_options: Any) -> Sandbox:
+    def sandbox(self, *extra_roots: Path, no_xdev: bool = False, **options: Any) -> Sandbox:
         roots = [Root.open(str(self.root)), *(Root.open(str(p)) for p in extra_roots)]
-        return Sandbox(Resolver(AllowList.of(roots), **resolver_options))
+        confinement = Confinement(no_xdev=no_xdev)
+        return Sandbox(Resolver(AllowList.of(roots), confinement=confinement, **options))
 
 
 def make_tree(base: Path) -> Tree:

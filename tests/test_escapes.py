@@ -1,15 +1,21 @@
 """One escape table applied to every operation (after Go's os.Root tests).
 
 Each case plants something inside the allowed directory that tries to reach
-the outside canaries; every operation must refuse it and leave the outside
-exactly as it was.
+the outside canaries.  The operations are not listed here: they are every
+public operation of the façade, with the path parameters each declares
+(``FOLLOW`` or ``ENTRY``), and every public operation of a walk.  Each is
+attacked through each of its paths, with the escape as the path itself and as
+a directory on the way; every one must refuse or stay inside, and leave the
+outside exactly as it was.
 """
 
 from __future__ import annotations
 
+import inspect
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -17,7 +23,9 @@ from helpers import CANARY, Tree, snapshot
 from sandboxfs.core.allowlist import AllowList, Root
 from sandboxfs.core.errors import AccessDenied, SandboxError
 from sandboxfs.core.resolver import Resolver
-from sandboxfs.fs.sandbox import Sandbox
+from sandboxfs.fs.files import OpenFile
+from sandboxfs.fs.sandbox import ENTRY, FOLLOW, Sandbox
+from sandboxfs.fs.walks import TreeWalk
 
 Setup = Callable[[Tree], str]
 
@@ -132,59 +140,166 @@ def _read(s: Sandbox, p: str) -> object:
         return f.file.read()
 
 
-#: Operations that follow the path to its end: every escape must be AccessDenied
-#: (or, for a dangling escape, never create anything outside).
-FOLLOWING: dict[str, Callable[[Sandbox, str], object]] = {
-    "read": _read,
-    "stat": lambda s, p: s.stat(p),
-    "list": lambda s, p: s.list_dir(p),
-    "replace": lambda s, p: s.replace_file(p, b"pwned"),
-    "append": lambda s, p: s.append_file(p, b"pwned"),
-    "make_dirs": lambda s, p: s.make_dirs(p + "/new"),
-    "copy-from": lambda s, p: s.copy_file(p, "copied"),
-    "directory": lambda s, p: s.directory(p),
-    "create-below": lambda s, p: s.create_file(p + "/new", b"pwned"),
-}
-
-#: Operations on the final name itself (links not followed): may succeed on the
-#: link inside, but never touch the outside.
-LEAF: dict[str, Callable[[Sandbox, str], object]] = {
-    "create": lambda s, p: s.create_file(p, b"pwned"),
-    "copy-to": lambda s, p: s.copy_file("inside.txt", p),
-    "rename-to": lambda s, p: s.rename("inside.txt", p),
-    "rename-from": lambda s, p: s.rename(p, "moved"),
-    "unlink": lambda s, p: s.unlink(p),
-    "remove-tree": lambda s, p: s.remove_tree(p),
-    "rmdir": lambda s, p: s.rmdir(p),
-}
+# -- the table, generated from the façade's declarations ----------------------------
 
 
-@pytest.mark.parametrize("operation", sorted(FOLLOWING))
+def _public(cls: type, skipped: tuple[str, ...]) -> dict[str, Callable[..., Any]]:
+    return {
+        name: member
+        for name, member in inspect.getmembers(cls, inspect.isfunction)
+        if not name.startswith("_") and name not in skipped
+    }
+
+
+OPERATIONS = _public(Sandbox, Sandbox.NOT_OPERATIONS)
+
+
+def _extra_arguments(method: Callable[..., Any], paths: int) -> list[object]:
+    """Values for the positional parameters after the paths (the data to write)."""
+    positional = [
+        p
+        for p in inspect.signature(method).parameters.values()
+        if p.kind is inspect.Parameter.POSITIONAL_ONLY and p.name != "self"
+    ]
+    extra: list[object] = []
+    for parameter in positional[paths:]:
+        assert parameter.annotation in ("bytes", bytes), (method, parameter)
+        extra.append(b"pwned")
+    return extra
+
+
+#: (operation, index of the path parameter attacked, its role)
+TARGETS = [
+    (name, index, role)
+    for name, method in sorted(OPERATIONS.items())
+    for index, role in enumerate(getattr(method, "path_roles", ()))
+]
+
+
+def test_every_public_operation_declares_its_paths() -> None:
+    """A new public operation cannot escape the table: it must declare its path
+    parameters (and so is attacked below), or be listed as taking none."""
+    undeclared = [name for name, m in OPERATIONS.items() if not hasattr(m, "path_roles")]
+    assert undeclared == []
+    for name, method in OPERATIONS.items():
+        positional = [
+            p.name
+            for p in inspect.signature(method).parameters.values()
+            if p.kind is inspect.Parameter.POSITIONAL_ONLY and p.name != "self"
+        ]
+        roles = method.path_roles  # type: ignore[attr-defined]
+        assert positional[: len(roles)] and all(
+            n in ("path", "source", "destination") for n in positional[: len(roles)]
+        ), name
+    assert {name for name, _, _ in TARGETS} == set(OPERATIONS)
+
+
+def _consume(result: object) -> object:
+    """Everything an operation's result can give a tool, read out."""
+    if isinstance(result, OpenFile):
+        with result:
+            return result.file.read()
+    if isinstance(result, TreeWalk):
+        return _walk_everything(result)
+    return result
+
+
+def _walk_everything(walk: TreeWalk, rel: tuple[str, ...] = ()) -> list[object]:
+    seen: list[object] = []
+    for entry in walk.children(rel, "/".join(rel) or "."):
+        here = (*rel, entry.name)
+        seen.append(entry)
+        if entry.kind == "directory":
+            seen.extend(_walk_everything(walk, here))
+        elif entry.kind == "file":
+            with walk.open_file(here, "/".join(here)) as f:
+                seen.append(f.file.read())
+        elif entry.kind == "symlink":
+            seen.append(walk.link_stays_inside(here, "/".join(here)))
+    return seen
+
+
+def _call(sandbox: Sandbox, operation: str, index: int, path: str) -> object:
+    method = OPERATIONS[operation]
+    roles = method.path_roles  # type: ignore[attr-defined]
+    paths = ["inside.txt" if i == 0 else f"fresh-{i}" for i in range(len(roles))]
+    paths[index] = path
+    return _consume(getattr(sandbox, operation)(*paths, *_extra_arguments(method, len(roles))))
+
+
+def _refused_cleanly(tree: Tree, path: str, caught: SandboxError) -> None:
+    message = str(caught)
+    assert isinstance(caught, AccessDenied), caught
+    assert path in message or path.rstrip("/") in message
+    assert str(tree.outside) not in message.replace(path, "")
+
+
+@pytest.mark.parametrize(("operation", "index", "role"), TARGETS)
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_following_operations_refuse_escapes(tree: Tree, case: str, operation: str) -> None:
-    path = CASES[case](tree)
-    before = snapshot(tree.outside)
-    sandbox = tree.sandbox()
-    with pytest.raises(SandboxError) as caught:
-        result = FOLLOWING[operation](sandbox, path)
-        assert CANARY not in repr(result)
-    assert isinstance(caught.value, AccessDenied), caught.value
-    assert path in str(caught.value) or path.rstrip("/") in str(caught.value)
-    assert str(tree.outside) not in str(caught.value).replace(path, "")
-    assert snapshot(tree.outside) == before
-
-
-@pytest.mark.parametrize("operation", sorted(LEAF))
-@pytest.mark.parametrize("case", sorted(CASES))
-def test_leaf_operations_never_touch_outside(tree: Tree, case: str, operation: str) -> None:
+def test_every_operation_refuses_escapes(
+    tree: Tree, case: str, operation: str, index: int, role: str
+) -> None:
+    """The escape as the path itself: followed, it is refused; as an entry, the link
+    inside may be acted on, but nothing outside is read or changed."""
     path = CASES[case](tree)
     (tree.root / "inside.txt").write_bytes(b"inside")
     before = snapshot(tree.outside)
     sandbox = tree.sandbox()
     try:
-        LEAF[operation](sandbox, path)
+        result = _call(sandbox, operation, index, path)
     except SandboxError as exc:
+        if role == FOLLOW:
+            _refused_cleanly(tree, path, exc)
         assert str(tree.outside) not in str(exc).replace(path, "")
+    else:
+        assert role == ENTRY, f"{operation} followed {path!r} and did not refuse it"
+        assert CANARY not in repr(result).encode()
+        assert str(tree.outside) not in repr(result)
+    assert snapshot(tree.outside) == before
+
+
+@pytest.mark.parametrize(("operation", "index", "role"), TARGETS)
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_every_operation_refuses_escapes_in_a_parent(
+    tree: Tree, case: str, operation: str, index: int, role: str
+) -> None:
+    """The escape as a directory on the way: every operation refuses it."""
+    path = CASES[case](tree).rstrip("/") + "/below"
+    (tree.root / "inside.txt").write_bytes(b"inside")
+    before = snapshot(tree.outside)
+    sandbox = tree.sandbox()
+    with pytest.raises(SandboxError) as caught:
+        result = _call(sandbox, operation, index, path)
+        assert CANARY not in repr(result).encode()
+    _refused_cleanly(tree, path, caught.value)
+    assert snapshot(tree.outside) == before
+
+
+WALK_OPERATIONS = _public(TreeWalk, ("location",))
+RELATIVE_CASES = sorted(
+    name for name in CASES if not name.startswith(("absolute", "prefix", "dotdot-inside"))
+)
+
+
+def test_every_walk_operation_is_attacked() -> None:
+    assert set(WALK_OPERATIONS) == {"children", "open_file", "link_stays_inside"}
+
+
+@pytest.mark.parametrize("operation", sorted(WALK_OPERATIONS))
+@pytest.mark.parametrize("case", RELATIVE_CASES)
+def test_walk_operations_never_leave_the_tree(tree: Tree, case: str, operation: str) -> None:
+    """Below a walk's start, names come from listings: each is opened exactly (no
+    symlink followed at all), so a planted link is never a way out."""
+    rel = tuple(part for part in CASES[case](tree).split("/") if part)
+    before = snapshot(tree.outside)
+    walk = tree.sandbox().walk(".")
+    try:
+        result = getattr(walk, operation)(rel, "/".join(rel))
+    except SandboxError as exc:
+        assert str(tree.outside) not in str(exc)
+    else:
+        seen = _consume(result)
+        assert CANARY not in repr(seen).encode() and result is not True
     assert snapshot(tree.outside) == before
 
 

@@ -10,6 +10,7 @@ import os
 from helpers import Tree, open_fd_count
 from sandboxfs.core.errors import SandboxError
 from sandboxfs.fs.sandbox import Sandbox
+from sandboxfs.fs.walks import TreeWalk
 
 
 def test_fd_count_unchanged_after_10000_operations(tree: Tree, sandbox: Sandbox) -> None:
@@ -20,6 +21,17 @@ def test_fd_count_unchanged_after_10000_operations(tree: Tree, sandbox: Sandbox)
     (tree.root / "in").symlink_to(tree.root / "d")
     os.mkfifo(tree.root / "fifo")
     (tree.root / "hl").hardlink_to(tree.outside / "secret.txt")
+
+    def walk_all(walk: TreeWalk, rel: tuple[str, ...] = ()) -> None:
+        for entry in walk.children(rel, "."):
+            here = (*rel, entry.name)
+            if entry.kind == "directory":
+                walk_all(walk, here)
+            elif entry.kind == "file":
+                with contextlib.suppress(SandboxError), walk.open_file(here, "f"):
+                    pass
+            elif entry.kind == "symlink":
+                walk.link_stays_inside(here, "l")
 
     def read(p: str) -> object:
         with sandbox.open_file(p) as f:
@@ -45,8 +57,14 @@ def test_fd_count_unchanged_after_10000_operations(tree: Tree, sandbox: Sandbox)
         lambda: sandbox.make_dirs("esc/m"),
         lambda: sandbox.copy_file("d/f", "d/f"),
         lambda: sandbox.rename("missing", "d/z"),
-        lambda: sandbox.remove_tree("d/m"),
-        lambda: sandbox.readlink("esc"),
+        lambda: sandbox.remove("d/m", recursive=True),
+        lambda: sandbox.describe("esc"),
+        lambda: sandbox.describe("in"),
+        lambda: sandbox.list_dir(".", sizes=True),
+        lambda: sandbox.revision("d"),
+        lambda: walk_all(sandbox.walk(".")),
+        lambda: sandbox.search_target("d"),
+        lambda: sandbox.search_target("d/f").file.close(),  # type: ignore[union-attr]
     ]
     for operation in operations:  # warm up lazily created state
         with contextlib.suppress(SandboxError):

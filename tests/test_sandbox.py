@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import xattr
 
-import sandboxfs.fs.sandbox as sandbox_module
+import sandboxfs.fs.trees as trees_module
 from helpers import CANARY, Tree, run_as_nobody, snapshot
 from sandboxfs.core.errors import (
     AccessDenied,
@@ -201,15 +201,14 @@ def test_list_dir_in_byte_order_without_following(tree: Tree, sandbox: Sandbox) 
     (tree.root / "sub").mkdir()
     (tree.root / "link").symlink_to(tree.outside)
     os.mkfifo(tree.root / "fifo")
-    entries = sandbox.list_dir(str(tree.root))
+    entries = sandbox.list_dir(str(tree.root)).entries
     assert [e.name for e in entries] == ["B", "_", "a", "b", "fifo", "link", "sub", "é"]
     kinds = {e.name: e.kind for e in entries}
     assert kinds["sub"] == "directory"
     assert kinds["link"] == "symlink"
     assert kinds["fifo"] == "other"
     assert kinds["a"] == "file"
-    with_stat = sandbox.list_dir(".", with_stat=True)
-    assert all(e.lstat is not None for e in with_stat)
+    assert all(e.lstat is not None for e in entries)
 
 
 def test_list_dir_errors(tree: Tree, sandbox: Sandbox) -> None:
@@ -236,15 +235,15 @@ def test_root_is_held_by_descriptor_not_name(tree: Tree, sandbox: Sandbox) -> No
 
 
 def test_make_dirs_component_by_component(tree: Tree, sandbox: Sandbox) -> None:
-    assert sandbox.make_dirs("a/b/c") is True
+    assert sandbox.make_dirs("a/b/c").count > 0
     assert (tree.root / "a" / "b" / "c").is_dir()
-    assert sandbox.make_dirs("a/b/c") is False
-    assert sandbox.make_dirs(str(tree.root)) is False
+    assert sandbox.make_dirs("a/b/c").count == 0
+    assert sandbox.make_dirs(str(tree.root)).count == 0
     (tree.root / "f").write_bytes(b"")
     with pytest.raises(NotADirectory):
         sandbox.make_dirs("f/x")
     (tree.root / "in").symlink_to("a")
-    assert sandbox.make_dirs("in/new") is True
+    assert sandbox.make_dirs("in/new").count > 0
     assert (tree.root / "a" / "new").is_dir()
 
 
@@ -261,7 +260,7 @@ def test_make_dirs_never_creates_outside(
 def test_create_file_is_exclusive(tree: Tree, sandbox: Sandbox, outside_unchanged: None) -> None:
     stat_result = sandbox.create_file("new.txt", b"hello")
     assert (tree.root / "new.txt").read_bytes() == b"hello"
-    assert stat_result.st_size == 5
+    assert stat_result.size == 5
     with pytest.raises(AlreadyExists):
         sandbox.create_file("new.txt", b"again")
     assert (tree.root / "new.txt").read_bytes() == b"hello"
@@ -538,7 +537,7 @@ def test_a_listing_and_its_revision_come_from_one_reading(tree: Tree) -> None:
     (tree.root / "d" / "g.txt").write_text("g")
     (tree.root / "d" / "link").symlink_to("g.txt")
     sandbox = Sandbox(tree.sandbox().resolver, Limits(revision_entries=4))
-    entries, revision = sandbox.list_dir_and_revision("d")
+    entries, revision, _ = sandbox.list_dir("d")
     assert [(e.name, e.kind) for e in entries] == [
         ("e", "directory"),
         ("g.txt", "file"),
@@ -547,32 +546,47 @@ def test_a_listing_and_its_revision_come_from_one_reading(tree: Tree) -> None:
     assert all(e.lstat is not None for e in entries)
     assert revision is not None and revision == sandbox.revision("d")
     (tree.root / "d" / "e" / "h.txt").write_text("one too many")
-    assert sandbox.list_dir_and_revision("d")[1] is None  # over the budget
+    assert sandbox.list_dir("d").revision is None  # over the budget
     assert sandbox.revision("d") is None
 
 
-def test_an_inspection_says_what_stat_xattrs_and_revision_say(tree: Tree) -> None:
+def test_a_description_says_what_stat_xattrs_and_revision_say(tree: Tree) -> None:
     (tree.root / "d").mkdir()
     (tree.root / "d" / "f.txt").write_text("f")
     xattr.setxattr(str(tree.root / "d" / "f.txt"), "user.note", b"hello")
     xattr.setxattr(str(tree.root / "d"), "user.dir", b"\xff")
     os.mkfifo(tree.root / "pipe")
     (tree.root / "link").symlink_to("d/f.txt")
+    (tree.root / "out").symlink_to(tree.outside / "secret.txt")
+    (tree.root / "out-missing").symlink_to(tree.outside / "missing.txt")
+    (tree.root / "dangling").symlink_to("nowhere")
     sandbox = tree.sandbox()
-    for path in ("d", "d/f.txt", "d/"):
-        inspection = sandbox.inspect(path)
-        assert inspection is not None
+    for path in ("d", "d/f.txt", "d/", "link"):
+        found = sandbox.describe(path)
         # (reading a directory for its revision may move its access time)
-        assert replace(inspection.info, atime_ns=0) == replace(sandbox.stat(path), atime_ns=0)
-        assert inspection.xattrs == sandbox.xattrs(path)
-        assert inspection.revision == sandbox.revision(path)
-    assert sandbox.inspect("d/f.txt").xattrs == {"user.note": b"hello"}  # type: ignore[union-attr]
-    fifo = sandbox.inspect("pipe")  # described, never opened (that would block)
-    assert fifo is not None and stat.S_ISFIFO(fifo.info.mode)
+        assert replace(found.info, atime_ns=0) == replace(sandbox.stat(path), atime_ns=0)
+        assert found.revision == sandbox.revision(path)
+    assert sandbox.describe("d/f.txt").xattrs == {"user.note": b"hello"}
+    assert sandbox.describe("d").xattrs == {"user.dir": b"\xff"}
+    fifo = sandbox.describe("pipe")  # described, never opened (that would block)
+    assert stat.S_ISFIFO(fifo.info.mode)
     assert (fifo.xattrs, fifo.revision) == ({}, None)
-    assert sandbox.inspect("link") is None  # a symlink is described link by link
+    link = sandbox.describe("link")
+    assert (link.is_symlink, link.link_text, link.target_inside) == (True, "d/f.txt", True)
+    assert link.xattrs == {"user.note": b"hello"}
+    # Leading outside: nothing derived from the target, the same whether it exists.
+    out, missing = sandbox.describe("out"), sandbox.describe("out-missing")
+    for found in (out, missing):
+        assert (found.is_symlink, found.link_text, found.target_inside) == (True, None, False)
+        assert found.size_hidden and (found.xattrs, found.revision) == ({}, None)
+    dangling = sandbox.describe("dangling")
+    assert (dangling.link_text, dangling.target_inside, dangling.target_described) == (
+        "nowhere",
+        True,
+        False,
+    )
     with pytest.raises(NotFound):
-        sandbox.inspect("missing")
+        sandbox.describe("missing")
 
 
 def test_a_whole_read_sees_growth_after_its_fstat(tree: Tree) -> None:
@@ -637,12 +651,12 @@ def test_a_tree_over_the_budget_is_given_up_before_any_entry_is_stat_ed(
         (tree.root / "big" / f"d{i}" / "f").write_text(str(i))
     (tree.root / "big" / "deep" / "a" / "b").mkdir(parents=True)
     stat_ed: list[int] = []
-    real = sandbox_module._lstat_all
-    monkeypatch.setattr(sandbox_module, "_lstat_all", lambda fd: stat_ed.append(fd) or real(fd))
+    real = trees_module._level
+    monkeypatch.setattr(trees_module, "_level", lambda d: stat_ed.append(d.fd) or real(d))
     limits = Limits(revision_entries=50, tree_depth=1)
     sandbox = Sandbox(tree.sandbox().resolver, limits)
     assert sandbox.revision("big") is None  # 62 entries
-    entries, revision = sandbox.list_dir_and_revision("big")
+    entries, revision, _ = sandbox.list_dir("big")
     assert len(entries) == 31 and revision is None
     assert stat_ed == []
     # Within the budget once the depth limit is counted as the description counts it:
@@ -652,7 +666,7 @@ def test_a_tree_over_the_budget_is_given_up_before_any_entry_is_stat_ed(
     revision = sandbox.revision("big")
     assert revision is not None and stat_ed
     assert revision == tree_revision(iter(_described(tree.root / "big", max_slashes=1)))
-    assert sandbox.list_dir_and_revision("big")[1] == revision
+    assert sandbox.list_dir("big").revision == revision
 
 
 # -- appending ----------------------------------------------------------------------
@@ -807,21 +821,18 @@ def test_cross_device_move_failure_keeps_the_source(tree: Tree, other_fs: Path) 
 # -- removing -------------------------------------------------------------------------
 
 
-def test_unlink_rmdir_and_readlink(tree: Tree, sandbox: Sandbox) -> None:
+def test_remove_files_links_and_empty_directories(tree: Tree, sandbox: Sandbox) -> None:
     (tree.root / "f").write_bytes(b"")
     (tree.root / "d").mkdir()
     (tree.root / "d" / "x").write_bytes(b"")
     (tree.root / "l").symlink_to(tree.outside / "secret.txt")
-    assert sandbox.readlink("l") == str(tree.outside / "secret.txt")
-    sandbox.unlink("l")
+    assert sandbox.remove("l").count == 1
     assert (tree.outside / "secret.txt").exists()
-    sandbox.unlink("f")
+    sandbox.remove("f")
     with pytest.raises(DirectoryNotEmpty):
-        sandbox.rmdir("d")
-    with pytest.raises(IsADirectory):
-        sandbox.unlink("d")
-    sandbox.unlink("d/x")
-    sandbox.rmdir("d")
+        sandbox.remove("d")
+    sandbox.remove("d/x")
+    sandbox.remove("d")
     assert os.listdir(tree.root) == []
 
 
@@ -834,21 +845,21 @@ def test_remove_tree_never_follows_links(
     (top / "a" / "escape").symlink_to(tree.outside)
     (top / "a" / "escape-file").symlink_to(tree.outside / "secret.txt")
     os.mkfifo(top / "fifo")
-    assert sandbox.remove_tree("top") == 7
+    assert sandbox.remove("top", recursive=True).count == 7
     assert os.listdir(tree.root) == []
     with pytest.raises(NotFound):
-        sandbox.remove_tree("top")
+        sandbox.remove("top", recursive=True)
     with pytest.raises(AccessDenied):
-        sandbox.remove_tree(str(tree.root))
+        sandbox.remove(str(tree.root), recursive=True)
     (tree.root / "link-to-outside").symlink_to(tree.outside)
-    assert sandbox.remove_tree("link-to-outside") == 1
+    assert sandbox.remove("link-to-outside", recursive=True).count == 1
 
 
 def test_remove_tree_depth_limit(tree: Tree) -> None:
     sandbox = Sandbox(tree.sandbox().resolver, Limits(tree_depth=3))
     (tree.root / "a" / "b" / "c" / "d" / "e").mkdir(parents=True)
     with pytest.raises(LimitExceeded):
-        sandbox.remove_tree("a")
+        sandbox.remove("a", recursive=True)
 
 
 def test_outside_snapshot_helper_detects_changes(tree: Tree) -> None:

@@ -23,6 +23,7 @@ RESOLVE_IN_ROOT: Final = lib.SFS_RESOLVE_IN_ROOT
 RENAME_NOREPLACE: Final = lib.SFS_RENAME_NOREPLACE
 RENAME_EXCHANGE: Final = lib.SFS_RENAME_EXCHANGE
 PROC_SUPER_MAGIC: Final = lib.SFS_PROC_SUPER_MAGIC
+FALLOC_FL_KEEP_SIZE: Final = lib.SFS_FALLOC_FL_KEEP_SIZE
 
 #: Test-only switch: makes :func:`probe_openat2` behave as if the kernel answered
 #: with this errno name (``ENOSYS`` or ``EPERM``).  Read only by the probe.
@@ -106,6 +107,26 @@ def fstatx(fd: int) -> Statx:
         ctime_ns=out.ctime_sec * 1_000_000_000 + out.ctime_nsec,
         btime_ns=btime,
     )
+
+
+def fallocate(fd: int, mode: int, offset: int, length: int) -> None:
+    """``fallocate(2)``: with ``FALLOC_FL_KEEP_SIZE``, reserve space past the end of
+    the file without changing its size."""
+    _check(lib.sfs_fallocate(fd, mode, offset, length))
+
+
+#: ``stx_attributes`` bit: the object is the root of a mount (Linux 5.8).
+STATX_ATTR_MOUNT_ROOT: Final = 0x2000
+_AT_NO_AUTOMOUNT: Final = 0x800
+
+
+def is_mount_root(dirfd: int, name: str) -> bool:
+    """Whether the entry ``name`` of ``dirfd`` is a mount point (a bind mount on the
+    same filesystem included, which ``st_dev`` cannot show).  Not followed."""
+    out = ffi.new("struct sfs_statx *")
+    flags = _AT_SYMLINK_NOFOLLOW | _AT_NO_AUTOMOUNT
+    _check(lib.sfs_statx(dirfd, _path_bytes(name), flags, lib.SFS_STATX_BASIC_STATS, out))
+    return bool(out.attributes & STATX_ATTR_MOUNT_ROOT)
 
 
 def fstatfs_type(fd: int) -> int:

@@ -142,13 +142,22 @@ _ERRNO_MAP: dict[int, tuple[type[SandboxError], str]] = {
     errno.EOPNOTSUPP: (Unsupported, "EOPNOTSUPP: operation not supported"),
     errno.ENXIO: (NotARegularFile, "ENXIO: no such device or address"),
     errno.EBUSY: (PermissionDenied, "EBUSY: resource busy"),
-    errno.EXDEV: (AccessDenied, "EXDEV: crosses a mount point or an allowed directory's edge"),
 }
 
 
-def from_oserror(exc: OSError, path: str) -> SandboxError:
-    """Translate an OS error about ``path`` (as the client gave it) into a SandboxError."""
+def from_oserror(exc: OSError, path: str, *, no_xdev: bool = False) -> SandboxError:
+    """The one converter: an OS error about ``path`` (as the client gave it) as a
+    SandboxError whose message names only that path.
+
+    ``no_xdev`` says whether the server refuses mount crossings, which is what an
+    ``EXDEV`` then means; otherwise ``EXDEV`` is resolution leaving the allowed
+    directories.
+    """
     number = exc.errno or errno.EIO
+    if number == errno.EXDEV:
+        if no_xdev:
+            return AccessDenied(f"Access denied - path crosses a mount point (--no-xdev): {path}")
+        return outside(path)
     name = errno.errorcode.get(number, "EIO")
     kind, text = _ERRNO_MAP.get(number, (SandboxError, ""))
     if not text:

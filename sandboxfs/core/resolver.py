@@ -1,7 +1,9 @@
-"""Path resolution beneath allowed directories, in the kernel.
+"""Client paths to handles beneath the allowed directories, resolved in the kernel.
 
-Guarantee: every descriptor this module returns was opened by ``openat2`` with
-``RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS`` relative to an allowed directory's
+Guarantee: every :class:`~sandboxfs.core.chokepoint.Handle`,
+:class:`~sandboxfs.core.chokepoint.Directory` and
+:class:`~sandboxfs.core.chokepoint.ParentDir` this module returns was opened by
+``openat2`` through the chokepoint, relative to an allowed directory's
 descriptor, so it names something beneath that directory at the moment of the
 call, whatever other processes do to the tree.  No path string is checked and
 then used.
@@ -14,12 +16,21 @@ Resolution of a request path:
 2. Fast path: one ``openat2`` beneath that directory.  The kernel follows
    relative symlinks that stay inside and refuses everything else.
 3. On ``EXDEV``/``ELOOP`` only: walk component by component (each step again an
-   ``openat2`` beneath a root fd, never following), reading each symlink
+   ``openat2`` beneath a root descriptor, never following), reading each symlink
    ourselves.  A relative target is resolved as the kernel would (``..`` is
    physical) and may not climb above its allowed directory.  An absolute
    target must lie lexically inside an allowed directory; resolution then
    continues beneath that directory's descriptor.  Links on procfs (magic
    links) are refused; at most ``symlink_hops`` links are followed.
+
+Following a symlink that was already opened (:meth:`Resolver.resolve_link`,
+:meth:`Resolver.follow_leaf`) reads its text once, from its own handle, and
+resolves that text relative to the directory that holds it: the text shown,
+the "stays inside" decision and the object described all come from that one
+reading.
+
+Every method raises :class:`~sandboxfs.core.errors.SandboxError` with a message
+naming only the client's path.
 """
 
 from __future__ import annotations
@@ -27,94 +38,64 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Final, final
 
 from sandboxfs.binding import syscalls
-from sandboxfs.core.allowlist import AllowList, Root
+from sandboxfs.core.allowlist import AllowList
+from sandboxfs.core.chokepoint import (
+    LIST_FLAGS,
+    Confinement,
+    Directory,
+    Handle,
+    Location,
+    ParentDir,
+    same_file,
+)
 from sandboxfs.core.errors import (
     AccessDenied,
-    InvalidPath,
+    Conflict,
     LimitExceeded,
     NotADirectory,
     NotFound,
     SandboxError,
-    from_oserror,
     outside,
 )
 from sandboxfs.core.pathnames import (
     absolute_request,
     check_leaf,
     check_request_path,
-    join,
     normalize_absolute,
     split_components,
 )
 from sandboxfs.core.watch import NO_WATCH, Watch
 
-#: openat2 answers EAGAIN when a rename races with ``..`` resolution; retry this often.
-EAGAIN_RETRIES: Final = 64
 #: The default bound on symlinks followed while resolving one path.
 DEFAULT_SYMLINK_HOPS: Final = 40
-
-
-@final
-@dataclass(frozen=True, slots=True)
-class Location:
-    """A place beneath an allowed directory: its root and the components below it."""
-
-    root: Root
-    rel: tuple[str, ...]
-
-    def child(self, name: str) -> Location:
-        return Location(self.root, (*self.rel, name))
-
-    @property
-    def parent(self) -> Location:
-        return Location(self.root, self.rel[:-1])
-
-    @property
-    def name(self) -> str:
-        return self.rel[-1]
-
-    @property
-    def relpath(self) -> str:
-        return join(self.rel)
-
-
-@contextmanager
-def closing_fd(fd: int) -> Iterator[int]:
-    """Close ``fd`` when the block ends, however it ends."""
-    try:
-        yield fd
-    finally:
-        os.close(fd)
+#: How often a resolution is tried again when the tree changes under it.
+_CHANGED_ATTEMPTS: Final = 8
 
 
 @final
 @dataclass(frozen=True)
 class Resolver:
-    """Maps request paths to descriptors beneath the allowed directories.
+    """Maps request paths to handles beneath the allowed directories.
 
     Immutable and thread-safe; :meth:`with_watch` gives a per-call view.
     """
 
     allow: AllowList
     symlink_hops: int = DEFAULT_SYMLINK_HOPS
-    #: Refuse paths that cross a mount point inside an allowed directory.
-    no_xdev: bool = False
+    confinement: Confinement = field(default_factory=Confinement)
     watch: Watch = NO_WATCH
     home: str | None = field(default_factory=lambda: os.environ.get("HOME"))
 
     def with_watch(self, watch: Watch) -> Resolver:
         return replace(self, watch=watch)
 
-    @property
-    def resolve_flags(self) -> int:
-        flags = syscalls.RESOLVE_BENEATH | syscalls.RESOLVE_NO_MAGICLINKS
-        return flags | syscalls.RESOLVE_NO_XDEV if self.no_xdev else flags
+    def error(self, exc: OSError, path: str) -> SandboxError:
+        """The client-safe error for an OSError met while working on ``path``."""
+        return self.confinement.error(exc, path)
 
     # -- lexical ---------------------------------------------------------------
 
@@ -134,54 +115,181 @@ class Resolver:
 
     # -- kernel ----------------------------------------------------------------
 
-    def openat(self, loc: Location, flags: int, *, mode: int = 0) -> int:
-        """``openat2`` of ``loc`` beneath its root, retrying on EAGAIN.  Raises OSError."""
-        for _ in range(EAGAIN_RETRIES):
-            try:
-                return syscalls.openat2(
-                    loc.root.fd, loc.relpath, flags, resolve=self.resolve_flags, mode=mode
-                )
-            except OSError as exc:
-                if exc.errno != errno.EAGAIN:
-                    raise
-        raise OSError(errno.EAGAIN, "resolution kept racing with renames")
-
-    def open(self, path: str, flags: int, *, follow: bool = True) -> tuple[int, Location]:
-        """Open ``path`` with ``flags`` beneath its allowed directory.
-
-        Returns the descriptor and a location that reopens the same object.
-        With ``follow=False`` a final symlink is not followed (pass ``O_PATH`` to
-        get the link itself).  Raises SandboxError with a client-safe message.
-        """
-        return self.open_location(self.locate(path), flags, path, follow=follow)
-
-    def open_location(
-        self, loc: Location, flags: int, path: str, *, follow: bool = True
-    ) -> tuple[int, Location]:
+    def _open(self, loc: Location, flags: int, path: str, *, follow: bool) -> tuple[int, Location]:
         """Open ``loc``: one ``openat2`` if the kernel can resolve it alone, else the
-        component walk.  ``path`` (as the client gave it) names it in errors."""
+        component walk.  Returns the descriptor and a location that reopens it."""
         if not follow:
             flags |= os.O_NOFOLLOW
         with self.watch.step(path):
             try:
-                return self.openat(loc, flags), loc
+                return loc.open(self.confinement, flags, exact=False), loc
             except OSError as exc:
                 if exc.errno not in (errno.EXDEV, errno.ELOOP):
                     raise self.error(exc, path) from None
-            canonical = self.walk(loc, path, follow_final=follow)
+            canonical = self._walk(loc, path, follow_final=follow)
             try:
-                return self.openat(canonical, flags), canonical
+                return canonical.open(self.confinement, flags, exact=False), canonical
             except OSError as exc:
                 raise self.error(exc, path) from None
+
+    def resolve(self, path: str, *, follow: bool = True) -> Handle:
+        """An ``O_PATH`` handle of what ``path`` names.  With ``follow=False`` a final
+        symlink is the handle's object itself."""
+        return self.resolve_location(self.locate(path), path, follow=follow)
+
+    def resolve_location(self, loc: Location, path: str, *, follow: bool = True) -> Handle:
+        """An ``O_PATH`` handle of ``loc`` (``path`` names it in errors)."""
+        fd, opened = self._open(loc, os.O_PATH, path, follow=follow)
+        return Handle(fd, opened, path, follow=follow, confinement=self.confinement)
+
+    def directory_at(self, loc: Location, path: str) -> Directory:
+        """An ``O_PATH`` descriptor of the directory at ``loc`` (symlinks inside followed)."""
+        fd, opened = self._open(loc, os.O_PATH | os.O_DIRECTORY, path, follow=True)
+        return Directory(fd, opened, path, self.confinement)
+
+    def open_directory(self, path: str) -> Directory:
+        """The directory ``path`` names, opened for listing in one resolution (a
+        non-directory is refused by the kernel before it is opened: ENOTDIR)."""
+        fd, opened = self._open(self.locate(path), LIST_FLAGS, path, follow=True)
+        return Directory(fd, opened, path, self.confinement, readable=True)
+
+    def open_exact(self, loc: Location, flags: int, path: str) -> int:
+        """``loc`` opened exactly as named: no symlink followed anywhere in it (a walk
+        reopening what it listed).  Raises SandboxError."""
+        with self.watch.step(path):
+            try:
+                return loc.open(self.confinement, flags, exact=True)
+            except OSError as exc:
+                raise self.error(exc, path) from None
+
+    def parent(self, path: str) -> ParentDir:
+        """The directory that holds ``path``'s final entry, and that entry's name:
+        mutations act on this one name.  The leaf itself is not followed.  An
+        allowed directory itself has no parent here: that raises AccessDenied."""
+        return self.parent_at(self.locate(path), path)
+
+    def parent_at(self, loc: Location, path: str) -> ParentDir:
+        if not loc.rel:
+            raise AccessDenied(
+                f"Access denied - an allowed directory itself cannot be changed: {path}"
+            )
+        check_leaf(loc.name, path)
+        return ParentDir(self.directory_at(loc.parent, path), loc.name, path)
+
+    # -- following a symlink already opened ---------------------------------------
+
+    def resolve_link(self, base: Location, text: str, path: str) -> Handle:
+        """What the symlink text ``text``, held by the directory at the canonical
+        location ``base``, leads to, inside the allowed directories (further links
+        followed).  The caller reads the text once and passes it: what it shows,
+        the "stays inside" decision and the object returned all come from that
+        one reading.  Raises AccessDenied if it leads outside, NotFound if it
+        dangles inside."""
+        return self.resolve_location(self._target(base, text, path), path, follow=True)
+
+    def follow_leaf(self, parent: ParentDir) -> ParentDir:
+        """``parent`` itself if its leaf is not a symlink (or is missing); else the
+        parent directory and leaf of what the symlink chain leads to, each link's
+        text read once and resolved relative to the directory holding it.  The
+        ParentDir given is consumed (closed when replaced)."""
+        path = parent.path
+        hops = 0
+        try:
+            while True:
+                try:
+                    st = parent.lstat()
+                    if st is None or not stat.S_ISLNK(st.st_mode):
+                        return parent
+                    text = parent.readlink()
+                except OSError as exc:
+                    if exc.errno == errno.EINVAL:  # no longer a symlink: look again
+                        continue
+                    raise self.error(exc, path) from None
+                hops += 1
+                if hops > self.symlink_hops:
+                    raise LimitExceeded(f"ELOOP: too many levels of symbolic links: {path}")
+                base = self.canonical_directory(parent.dir, path)
+                target = self.parent_at(self._target(base, text, path), path)
+                parent.close()
+                parent = target
+        except BaseException:
+            parent.close()
+            raise
+
+    def _target(self, base: Location, text: str, path: str) -> Location:
+        """Where the symlink text ``text``, held by the directory at ``base``
+        (canonical), points: beneath an allowed directory, or AccessDenied."""
+        if not text:
+            raise NotFound(f"ENOENT: no such file or directory: {path}")
+        if text.startswith("/"):
+            hit = self.allow.map(normalize_absolute(text))
+            if hit is None:
+                raise outside(path)
+            return Location(*hit)
+        rel: list[str] = list(base.rel)
+        canonical = len(rel)  # how many leading components are known symlink-free
+        for name in split_components(text):
+            if name != ".." or len(rel) > canonical:
+                # A ".." after a component of the text itself stays physical: the
+                # kernel (or the walk) resolves it after following that component.
+                rel.append(name)
+            elif rel:
+                rel.pop()
+                canonical -= 1
+            else:
+                raise outside(path)
+        return Location(base.root, tuple(rel))
+
+    def canonical_directory(self, directory: Directory, path: str) -> Location:
+        """A symlink-free location that names ``directory`` now (checked by identity)."""
+        try:
+            expected = directory.stat()
+        except OSError as exc:
+            raise self.error(exc, path) from None
+        return self._verified(directory.location, expected, path, follow=True)
+
+    def canonical_handle(self, handle: Handle) -> Location:
+        """A symlink-free location that names ``handle``'s object now (checked by
+        identity); for a symlink handle, its ``parent`` is the directory holding it."""
+        return self._verified(handle.location, handle.stat, handle.path, follow=handle.follow)
+
+    def _verified(
+        self, loc: Location, expected: os.stat_result, path: str, *, follow: bool
+    ) -> Location:
+        flags = os.O_PATH | (0 if follow else os.O_NOFOLLOW)
+        for _ in range(_CHANGED_ATTEMPTS):
+            candidate = loc
+            with self.watch.step(path):
+                try:
+                    fd = candidate.open(self.confinement, flags, exact=True)
+                except OSError as exc:
+                    if exc.errno not in (errno.ELOOP, errno.EXDEV):
+                        raise self.error(exc, path) from None
+                    candidate = self._walk(loc, path, follow_final=follow)
+                    try:
+                        fd = candidate.open(self.confinement, flags, exact=True)
+                    except OSError as again:
+                        if again.errno in (errno.ELOOP, errno.ENOENT):
+                            continue  # changed between the walk and the open
+                        raise self.error(again, path) from None
+            try:
+                found = os.fstat(fd)
+            finally:
+                os.close(fd)
+            if same_file(found, expected):
+                return candidate
+        raise Conflict(f"{path} changed while it was being resolved; try again")
+
+    # -- the component walk -----------------------------------------------------
 
     def canonical(self, path: str, *, follow: bool = True) -> Location:
         """The symlink-free location ``path`` resolves to (its final component may
         not exist yet).  With ``follow=False`` a final symlink is kept as is."""
         loc = self.locate(path)
         with self.watch.step(path):
-            return self.walk(loc, path, follow_final=follow)
+            return self._walk(loc, path, follow_final=follow)
 
-    def walk(self, loc: Location, path: str, *, follow_final: bool) -> Location:
+    def _walk(self, loc: Location, path: str, *, follow_final: bool) -> Location:
         """Resolve ``loc`` one component at a time, following symlinks ourselves.
 
         Returns a symlink-free location (the final component may be missing,
@@ -232,61 +340,18 @@ class Resolver:
     def _link_target(self, here: Location, path: str, *, follow: bool, more: bool) -> str | None:
         """The target of ``here`` if it is a symlink to follow, None for a component to
         keep.  Refuses magic links, and a non-directory with ``more`` components after it."""
-        fd = self.openat(here, os.O_PATH | os.O_NOFOLLOW)
-        with closing_fd(fd):
-            mode = os.fstat(fd).st_mode
-            if stat.S_ISLNK(mode) and follow:
-                if syscalls.fstatfs_type(fd) == syscalls.PROC_SUPER_MAGIC:
+        link = Handle(
+            here.open(self.confinement, os.O_PATH | os.O_NOFOLLOW, exact=False),
+            here,
+            path,
+            follow=False,
+            confinement=self.confinement,
+        )
+        with link:
+            if link.is_symlink and follow:
+                if link.fstatfs_type() == syscalls.PROC_SUPER_MAGIC:
                     raise AccessDenied(f"Access denied - magic link refused: {path}")
-                return os.readlink("", dir_fd=fd)
-            if more and not stat.S_ISDIR(mode):
+                return link.readlink()
+            if more and not link.is_dir:
                 raise NotADirectory(f"ENOTDIR: not a directory: {path}")
             return None
-
-    def parent(self, path: str, *, follow_leaf: bool) -> tuple[int, str, Location]:
-        """An ``O_PATH`` descriptor of the directory that holds ``path``'s final
-        entry, and that entry's name: mutations act on this one name.
-
-        With ``follow_leaf`` a final symlink is resolved (inside the allowed
-        directories) and the pair names its target instead.  An allowed
-        directory itself has no parent here: that raises AccessDenied.
-        """
-        loc = self.locate(path)
-        for attempt in (1, 2):
-            if not loc.rel:
-                raise AccessDenied(
-                    f"Access denied - an allowed directory itself cannot be changed: {path}"
-                )
-            check_leaf(loc.name, path)
-            with self.watch.step(path):
-                fd, _ = self.open_location(loc.parent, os.O_PATH | os.O_DIRECTORY, path)
-                if not follow_leaf or attempt == 2:
-                    return fd, loc.name, loc
-                try:
-                    is_link = stat.S_ISLNK(
-                        os.stat(loc.name, dir_fd=fd, follow_symlinks=False).st_mode
-                    )
-                except FileNotFoundError:
-                    is_link = False
-                except OSError as exc:
-                    os.close(fd)
-                    raise self.error(exc, path) from None
-                if not is_link:
-                    return fd, loc.name, loc
-                os.close(fd)
-                loc = self.walk(loc, path, follow_final=True)
-        raise AssertionError("unreachable")
-
-    def error(self, exc: OSError, path: str) -> SandboxError:
-        """The client-safe error for an OSError met while resolving ``path``."""
-        if exc.errno == errno.EXDEV:
-            if self.no_xdev:
-                return AccessDenied(
-                    f"Access denied - path crosses a mount point (--no-xdev): {path}"
-                )
-            return outside(path)
-        if exc.errno == errno.ELOOP:
-            return LimitExceeded(f"ELOOP: too many levels of symbolic links: {path}")
-        if exc.errno == errno.ENAMETOOLONG:
-            return InvalidPath(f"ENAMETOOLONG: name too long: {path}")
-        return from_oserror(exc, path)

@@ -158,8 +158,11 @@ def tree_revision(lines: Iterator[str]) -> str:
     return "tree:" + hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()
 
 
-def describe_entry(relative: str, kind: str, st: os.stat_result, target: str = "") -> str:
-    """One line of a tree description."""
+def describe_entry(relative: str, kind: str, st: os.stat_result | None, target: str = "") -> str:
+    """One line of a tree description (``st`` None: an entry whose metadata is not
+    described, such as a refused mount point)."""
+    if st is None:
+        return f"{relative}\0{kind}\0\0\0{target}"
     size = st.st_size if kind != "directory" else 0
     return f"{relative}\0{kind}\0{size}\0{st.st_mtime_ns}\0{target}"
 

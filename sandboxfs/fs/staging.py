@@ -4,7 +4,12 @@ A :class:`StagedFile` is an unnamed ``O_TMPFILE`` in the target directory
 (or, where the filesystem lacks it, a randomly named file removed on failure).
 It becomes visible only when complete: :meth:`StagedFile.publish_new` links it
 under a name that must be free, :meth:`StagedFile.publish_over` renames it over
-an existing entry.  Both ``fsync`` the file and then the directory.
+an existing entry.  Both ``fsync`` the file first and the directory after.
+
+Guarantee: every descriptor publishing needs is opened before anything visible
+changes, so a refusal (``EMFILE``, ``EACCES``) leaves no trace.  The rename or
+link is the change; a failure after it (flushing the directory) does not undo
+it, and is returned as a warning for the answer to carry.
 """
 
 from __future__ import annotations
@@ -13,17 +18,14 @@ import errno
 import logging
 import os
 import secrets
+from collections.abc import Callable
 from typing import Final, final
 
 from sandboxfs.binding import syscalls
-from sandboxfs.core.resolver import closing_fd
+from sandboxfs.core.chokepoint import Directory
 
 log = logging.getLogger(__name__)
 
-#: Leaf-only resolution: one name beneath a parent fd, no symlink at all.
-LEAF_RESOLVE: Final = (
-    syscalls.RESOLVE_BENEATH | syscalls.RESOLVE_NO_SYMLINKS | syscalls.RESOLVE_NO_MAGICLINKS
-)
 _COPY_CHUNK: Final = 1024 * 1024
 
 
@@ -50,14 +52,35 @@ def copy_contents(src_fd: int, dst_fd: int) -> None:
         write_all(dst_fd, chunk)
 
 
-def fsync_dir(dir_fd: int) -> None:
-    """Make a directory's entries durable; skipped if the directory is not readable."""
+def open_for_sync(directory: Directory) -> int | None:
+    """A descriptor to flush ``directory``'s entries with; None if it is not readable
+    (the flush is then skipped)."""
     try:
-        fd = syscalls.openat2(dir_fd, ".", os.O_RDONLY | os.O_DIRECTORY, resolve=LEAF_RESOLVE)
+        return directory.for_sync()
     except PermissionError:
-        return
-    with closing_fd(fd):
-        os.fsync(fd)
+        return None
+
+
+def after_change(what: str, step: Callable[[], None]) -> str | None:
+    """Run a step that comes after a change was made; its failure is a warning to
+    report with the change, never an error that would say nothing changed."""
+    try:
+        step()
+    except OSError as exc:
+        log.warning("%s failed after the change was made: %s", what, exc.strerror)
+        code = errno.errorcode.get(exc.errno or 0, "EIO")
+        return f"the change was made, but {what} failed ({code}: {exc.strerror})"
+    return None
+
+
+def sync_and_close(sync_fd: int | None) -> str | None:
+    """Flush a directory's entries after a change and close the descriptor."""
+    if sync_fd is None:
+        return None
+    try:
+        return after_change("flushing the directory to disk", lambda: os.fsync(sync_fd))
+    finally:
+        os.close(sync_fd)
 
 
 @final
@@ -68,25 +91,27 @@ class StagedFile:
     randomly named file that is removed if the operation fails.
     """
 
-    def __init__(self, dir_fd: int, leaf: str) -> None:
-        self.dir_fd = dir_fd
+    def __init__(self, directory: Directory, leaf: str) -> None:
+        self.dir = directory
         self.name: str | None = None
+        self.sync_fd: int | None = None
         try:
-            self.fd = syscalls.openat2(
-                dir_fd, ".", os.O_TMPFILE | os.O_WRONLY, mode=0o666, resolve=LEAF_RESOLVE
-            )
-            return
+            self.fd = directory.tmpfile()
         except OSError as exc:
             if exc.errno not in (errno.EOPNOTSUPP, errno.EISDIR, errno.EINVAL):
                 raise
-        self.fd, self.name = self._create_named(leaf)
+            self.fd, self.name = self._create_named(leaf)
+        try:
+            self.sync_fd = open_for_sync(directory)
+        except BaseException:
+            self.close()
+            raise
 
     def _create_named(self, leaf: str) -> tuple[int, str]:
         for _ in range(16):
             name = f".{leaf[:64]}.{secrets.token_hex(6)}.sandboxfs-tmp"
             try:
-                flags = os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW
-                fd = syscalls.openat2(self.dir_fd, name, flags, mode=0o666, resolve=LEAF_RESOLVE)
+                fd = self.dir.open(name, os.O_CREAT | os.O_EXCL | os.O_WRONLY, mode=0o666)
             except FileExistsError:
                 continue
             return fd, name
@@ -98,7 +123,7 @@ class StagedFile:
             for _ in range(16):
                 name = f".sandboxfs-{secrets.token_hex(8)}.tmp"
                 try:
-                    syscalls.link_fd(self.fd, self.dir_fd, name)
+                    self.dir.link(self.fd, name)
                 except FileExistsError:
                     continue
                 self.name = name
@@ -107,28 +132,37 @@ class StagedFile:
                 raise OSError(errno.EEXIST, "could not pick a temporary name")
         return self.name
 
-    def publish_new(self, leaf: str) -> None:
-        """Make the file appear as ``leaf``; EEXIST if that name is taken."""
+    def publish_new(self, leaf: str) -> str | None:
+        """Make the file appear as ``leaf``; EEXIST (nothing changed) if that name is
+        taken.  Returns a warning if flushing the directory failed afterwards."""
         os.fsync(self.fd)
         if self.name is None:
-            syscalls.link_fd(self.fd, self.dir_fd, leaf)
+            self.dir.link(self.fd, leaf)
         else:
-            syscalls.renameat2(self.dir_fd, self.name, self.dir_fd, leaf, syscalls.RENAME_NOREPLACE)
+            self.dir.rename(self.name, self.dir, leaf, syscalls.RENAME_NOREPLACE)
             self.name = None
-        fsync_dir(self.dir_fd)
+        return self._flush_directory()
 
-    def publish_over(self, leaf: str) -> None:
-        """Atomically replace whatever ``leaf`` names with this file."""
+    def publish_over(self, leaf: str) -> str | None:
+        """Atomically replace whatever ``leaf`` names with this file.  Returns a
+        warning if flushing the directory failed afterwards."""
         os.fsync(self.fd)
-        syscalls.renameat2(self.dir_fd, self._temp_name(), self.dir_fd, leaf, 0)
+        self.dir.rename(self._temp_name(), self.dir, leaf, 0)
         self.name = None
-        fsync_dir(self.dir_fd)
+        return self._flush_directory()
+
+    def _flush_directory(self) -> str | None:
+        sync_fd, self.sync_fd = self.sync_fd, None
+        return sync_and_close(sync_fd)
 
     def close(self) -> None:
         """Close the file; a named temporary that was never published is removed."""
         os.close(self.fd)
+        if self.sync_fd is not None:
+            os.close(self.sync_fd)
+            self.sync_fd = None
         if self.name is not None:
             try:
-                os.unlink(self.name, dir_fd=self.dir_fd)
+                self.dir.unlink(self.name)
             except OSError as exc:
                 log.warning("could not remove a temporary file: %s", exc.strerror)

@@ -20,18 +20,13 @@ Rules (the seed README, "How It Works"):
 from __future__ import annotations
 
 import logging
-import os
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, final
-from urllib.parse import unquote, urlsplit
 
 import trio
 
-from sandboxfs.binding import syscalls
 from sandboxfs.core.allowlist import AllowList, Root
 from sandboxfs.core.errors import TimedOut
-from sandboxfs.core.pathnames import join, normalize_absolute, relative_to
 
 log = logging.getLogger("sandboxfs")
 
@@ -51,68 +46,6 @@ class Effective:
         lines = [f"Effective allowed directories ({self.source}):"]
         lines.extend(f"  {name}" for name in self.allow.display())
         return "\n".join(lines)
-
-
-def local_path(uri: str) -> str | None:
-    """The absolute path of a local ``file://`` URI, or None for anything else."""
-    parts = urlsplit(uri)
-    if parts.scheme != "file" or parts.netloc not in ("", "localhost"):
-        return None
-    path = unquote(parts.path)
-    if not path.startswith("/") or "\0" in path:
-        return None
-    return normalize_absolute(path)
-
-
-def _open_beneath(cli_root: Root, below: tuple[str, ...], real: str, given: str) -> Root:
-    """A client root inside a command-line directory, opened beneath that directory's
-    descriptor so it cannot be anywhere else."""
-    fd = syscalls.openat2(
-        cli_root.fd,
-        join(below),
-        os.O_PATH | os.O_DIRECTORY,
-        resolve=syscalls.RESOLVE_BENEATH | syscalls.RESOLVE_NO_MAGICLINKS,
-    )
-    return Root(fd, real, given)
-
-
-def roots_from_uris(uris: Sequence[str], cli: AllowList, *, confine: bool) -> list[Root]:
-    """Open the directories a client's Roots name (blocking: run it in a worker thread).
-
-    Each problem with a root is logged and the root skipped.
-    """
-    roots: list[Root] = []
-    for uri in uris:
-        given = local_path(uri)
-        if given is None:
-            log.warning("Skipping client root that is not a local file:// URI: %s", uri)
-            continue
-        try:
-            real = os.path.realpath(given, strict=True)
-            if not os.path.isdir(real):
-                log.warning("Skipping client root that is not a directory: %s", uri)
-                continue
-            if not confine:
-                roots.append(Root.open(given))
-                continue
-            inside = cli.map(real)
-            if inside is not None:
-                roots.append(_open_beneath(inside[0], inside[1], real, given))
-                continue
-        except OSError as exc:
-            log.warning("Skipping client root that cannot be opened: %s (%s)", uri, exc.strerror)
-            continue
-        narrowed = [r for r in cli.roots if relative_to(r.path, real) is not None]
-        if narrowed:
-            log.info("Client root %s narrowed to the command-line directories inside it", uri)
-            roots.extend(narrowed)
-        else:
-            log.warning("Ignoring client root outside the command-line directories: %s", uri)
-    unique: list[Root] = []
-    for root in roots:
-        if all(root is not kept for kept in unique):
-            unique.append(root)
-    return unique
 
 
 @final

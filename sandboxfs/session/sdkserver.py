@@ -21,8 +21,8 @@ from pydantic import ValidationError
 
 from sandboxfs import __version__
 from sandboxfs.core.errors import IsADirectory, NotFound, SandboxError
+from sandboxfs.core.roots import local_path
 from sandboxfs.core.watch import Watch
-from sandboxfs.session.access import local_path
 from sandboxfs.session.jsonrpc import ROOTS_FETCH_TIMEOUT, SUPPORTED_VERSIONS, ProtocolError
 from sandboxfs.session.server import INSTRUCTIONS, Caller, SandboxfsServer, clean_text
 from sandboxfs.tools.mime import guess_mime, is_textual

@@ -22,13 +22,15 @@ import pydantic_core
 import trio
 
 from sandboxfs import __version__
+from sandboxfs.core.chokepoint import Confinement
 from sandboxfs.core.errors import AccessDenied, SandboxError
 from sandboxfs.core.resolver import Resolver
+from sandboxfs.core.roots import roots_from_uris
 from sandboxfs.core.watch import NO_WATCH, Stall, Watch
 from sandboxfs.fs.limits import Limits
 from sandboxfs.fs.revisions import RevisionCache
 from sandboxfs.fs.sandbox import Sandbox
-from sandboxfs.session.access import AccessControl, Effective, roots_from_uris
+from sandboxfs.session.access import AccessControl, Effective
 from sandboxfs.session.argcheck import compile_schema
 from sandboxfs.session.auditlog import AuditLog
 from sandboxfs.session.blocking import BlockingRunner
@@ -221,6 +223,8 @@ class SandboxfsServer:
         )
         self._calls = trio.CapacityLimiter(limits.concurrent_calls)
         self.revisions = RevisionCache()
+        #: The resolve flags every call of this server uses.
+        self.confinement = Confinement(no_xdev=options.no_xdev)
         #: The Roots update a client's ``initialize`` began (fetched once initialized).
         self.initial_roots: int | None = None
         #: What of the handshake the SDK is about to see again (see expect_replay).
@@ -306,7 +310,9 @@ class SandboxfsServer:
             return
         try:
             roots = await self.bounded(
-                lambda _watch: roots_from_uris(uris, access.cli, confine=access.confine)
+                lambda _watch: roots_from_uris(
+                    uris, access.cli, confine=access.confine, confinement=self.confinement
+                )
             )
         except SandboxError as exc:
             access.fail_update(generation, str(exc))
@@ -324,7 +330,7 @@ class SandboxfsServer:
         resolver = Resolver(
             effective.allow,
             symlink_hops=self.options.limits.symlink_hops,
-            no_xdev=self.options.no_xdev,
+            confinement=self.confinement,
             home=self.options.home,
         )
         return Sandbox(resolver, self.options.limits, self.revisions)

@@ -11,7 +11,6 @@ as search_files: it never follows a symlink.  It stops early, and says so, at
 from __future__ import annotations
 
 import bisect
-import stat
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -20,8 +19,7 @@ from typing import Any, Final
 import re2
 
 from sandboxfs.core.errors import InvalidArgument, LimitExceeded, SandboxError
-from sandboxfs.core.resolver import Location
-from sandboxfs.fs.sandbox import OpenFile
+from sandboxfs.fs.files import OpenFile
 from sandboxfs.tools.globs import Glob, GlobError, compile_glob
 from sandboxfs.tools.spec import READ_ONLY, CallContext, Param, ToolResult, ToolSpec
 from sandboxfs.tools.walking import Walker
@@ -189,11 +187,12 @@ def grep_files(
         except GlobError as exc:
             raise InvalidArgument(f"Invalid glob pattern: {exc}") from None
     search = _Search(matcher, context, maxResults, time.monotonic() + ctx.limits.search_seconds)
-    if not stat.S_ISDIR(ctx.sandbox.stat(path).mode):
-        with ctx.sandbox.open_file(path) as f:
-            search.search_file(f, path, ctx.limits.search_seconds)
+    target = ctx.sandbox.search_target(path)
+    if isinstance(target, OpenFile):
+        with target:
+            search.search_file(target, path, ctx.limits.search_seconds)
     else:
-        _walk(ctx, path, search, name_filter)
+        _walk(ctx, Walker(ctx, path, "grep_files", tree=target), search, name_filter)
     if search.stopped is None and search.full():
         search.stopped = (
             f"stopped after {maxResults} matches; raise maxResults or narrow the search"
@@ -213,8 +212,8 @@ def grep_files(
     )
 
 
-def _walk(ctx: CallContext, path: str, search: _Search, name_filter: Glob | None) -> None:
-    walker = Walker(ctx, path, "grep_files")
+def _walk(ctx: CallContext, walker: Walker, search: _Search, name_filter: Glob | None) -> None:
+    path = walker.path
     prefix = path.rstrip("/") or "/"
     pending: list[Iterator[tuple[str, Any]]] = []
     try:
@@ -239,9 +238,8 @@ def _walk(ctx: CallContext, path: str, search: _Search, name_filter: Glob | None
                 if not name_filter.matches(subject):
                     continue
             shown = f"{prefix}/{relative}" if prefix != "/" else f"/{relative}"
-            location = Location(walker.start.root, (*walker.start.rel, *relative.split("/")))
             try:
-                with ctx.sandbox.open_file_at(location, shown) as f:
+                with walker.tree.open_file(tuple(relative.split("/")), shown) as f:
                     search.search_file(f, shown, ctx.limits.search_seconds)
             except SandboxError:
                 continue  # vanished or unreadable meanwhile: not a match

@@ -7,8 +7,8 @@ import base64
 import stat
 from typing import Any
 
-from sandboxfs.core.errors import AccessDenied, SandboxError
-from sandboxfs.fs.sandbox import Entry, kind_of
+from sandboxfs.fs.describe import Description
+from sandboxfs.fs.entries import Entry, kind_of
 from sandboxfs.tools.format import format_size, iso_time
 from sandboxfs.tools.spec import READ_ONLY, CallContext, Param, ToolResult, ToolSpec, path_param
 
@@ -18,36 +18,25 @@ def _prefix(entry: Entry) -> str:
 
 
 def list_directory(ctx: CallContext, /, path: str) -> ToolResult:
-    entries, revision = ctx.sandbox.list_dir_and_revision(path)
+    listing = ctx.sandbox.list_dir(path)
+    entries = listing.entries
     text = "\n".join(f"{_prefix(e)} {e.name}" for e in entries)
     return ToolResult(
         text=text,
         structured={
             "path": path,
             "entries": [{"name": e.name, "type": e.kind} for e in entries],
-            "revision": revision,
+            "revision": listing.revision,
         },
     )
-
-
-def _size_of(ctx: CallContext, path: str, entry: Entry) -> int | None:
-    """The entry's size; a symlink's is its target's, if the target is inside the
-    allowed directories; None when it cannot be known."""
-    if entry.lstat is None:
-        return None
-    if entry.kind != "symlink":
-        return entry.lstat.st_size
-    try:
-        return ctx.sandbox.stat(f"{path.rstrip('/') or '/'}/{entry.name}").size
-    except SandboxError:
-        return None
 
 
 def list_directory_with_sizes(
     ctx: CallContext, /, path: str, *, sortBy: str = "name"
 ) -> ToolResult:
-    entries, revision = ctx.sandbox.list_dir_and_revision(path)
-    rows = [(e, None if e.kind == "directory" else _size_of(ctx, path, e)) for e in entries]
+    listing = ctx.sandbox.list_dir(path, sizes=True)
+    assert listing.sizes is not None
+    rows = list(zip(listing.entries, listing.sizes, strict=True))
     if sortBy == "size":
 
         def key(row: tuple[Entry, int | None]) -> int:
@@ -79,40 +68,9 @@ def list_directory_with_sizes(
         "totalFiles": files,
         "totalDirectories": dirs,
         "combinedSize": total,
-        "revision": revision,
+        "revision": listing.revision,
     }
     return ToolResult(text="\n".join(lines), structured=structured)
-
-
-def _link_fields(ctx: CallContext, path: str) -> dict[str, Any]:
-    """Whether ``path`` is itself a symlink, and its target when that stays inside."""
-    try:
-        own = ctx.sandbox.stat(path, follow=False)
-    except SandboxError:
-        return {"isSymlink": False}
-    if not stat.S_ISLNK(own.mode):
-        return {"isSymlink": False}
-    try:
-        ctx.sandbox.stat(path)
-    except AccessDenied:
-        return {"isSymlink": True, "symlinkTarget": None, "symlinkTargetInside": False}
-    except SandboxError:
-        pass  # dangling inside: the text is still an inside path
-    return {
-        "isSymlink": True,
-        "symlinkTarget": ctx.sandbox.readlink(path),
-        "symlinkTargetInside": True,
-    }
-
-
-def _xattr_fields(ctx: CallContext, path: str, mode: int) -> dict[str, str]:
-    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
-        return {}
-    try:
-        attributes = ctx.sandbox.xattrs(path)
-    except SandboxError:
-        return {}
-    return _shown_xattrs(attributes)
 
 
 def _shown_xattrs(attributes: dict[str, bytes]) -> dict[str, str]:
@@ -126,20 +84,21 @@ def _shown_xattrs(attributes: dict[str, bytes]) -> dict[str, str]:
     return shown
 
 
+def _link_fields(found: Description) -> dict[str, Any]:
+    """Whether the path is itself a symlink, and its text when that leads inside."""
+    if not found.is_symlink:
+        return {"isSymlink": False}
+    if not found.target_inside:
+        return {"isSymlink": True, "symlinkTarget": None, "symlinkTargetInside": False}
+    return {"isSymlink": True, "symlinkTarget": found.link_text, "symlinkTargetInside": True}
+
+
 def get_file_info(ctx: CallContext, /, path: str) -> ToolResult:
-    inspection = ctx.sandbox.inspect(path)
-    if inspection is None:  # a symlink: the link, then what it leads to (if inside)
-        link = _link_fields(ctx, path)
-        follow = not (link["isSymlink"] and not link.get("symlinkTargetInside", True))
-        info = ctx.sandbox.stat(path, follow=follow)
-        xattrs = _xattr_fields(ctx, path, info.mode)
-        revision = ctx.sandbox.revision(path) if follow else None
-    else:
-        link, follow = {"isSymlink": False}, True
-        info, xattrs = inspection.info, _shown_xattrs(inspection.xattrs)
-        revision = inspection.revision
+    found = ctx.sandbox.describe(path)
+    info = found.info
     fields: dict[str, Any] = {
-        "size": info.size,
+        # A symlink leading outside: its own size is the length of an outside path.
+        "size": None if found.size_hidden else info.size,
         "created": iso_time(info.btime_ns),
         "modified": iso_time(info.mtime_ns),
         "accessed": iso_time(info.atime_ns),
@@ -150,17 +109,19 @@ def get_file_info(ctx: CallContext, /, path: str) -> ToolResult:
         "hardLinks": info.nlink,
         "owner": ctx.accounts.user(info.uid),
         "group": ctx.accounts.group(info.gid),
-        **link,
+        **_link_fields(found),
     }
+    xattrs = _shown_xattrs(found.xattrs)
     lines = [
         f"{key}: {str(value).lower() if isinstance(value, bool) else value}"
         for key, value in fields.items()
         if value is not None
     ]
     lines += [f"xattr {name}: {value}" for name, value in xattrs.items()]
+    revision = found.revision
     if revision is not None:
         lines.append(f"revision: {revision}")
-    elif follow and stat.S_ISDIR(info.mode):
+    elif found.target_described and stat.S_ISDIR(info.mode):
         lines.append(
             f"revision: not computed (more than {ctx.limits.revision_entries} entries below)"
         )

@@ -8,8 +8,8 @@ import os
 from typing import Final
 
 from sandboxfs.core.errors import InvalidArgument, LimitExceeded, SandboxError
+from sandboxfs.fs.files import OpenFile
 from sandboxfs.fs.revisions import content_revision
-from sandboxfs.fs.sandbox import OpenFile
 from sandboxfs.tools.format import display_base, file_uri
 from sandboxfs.tools.mime import guess_mime
 from sandboxfs.tools.spec import (

@@ -21,10 +21,9 @@ from sandboxfs.core.errors import (
     NotADirectory,
     NotFound,
     PermissionDenied,
-    SandboxError,
 )
-from sandboxfs.core.resolver import Location
-from sandboxfs.fs.sandbox import Entry
+from sandboxfs.fs.entries import Entry
+from sandboxfs.fs.walks import TreeWalk
 from sandboxfs.tools.format import display_base
 from sandboxfs.tools.globs import Glob, GlobError, compile_glob
 from sandboxfs.tools.spec import (
@@ -49,12 +48,15 @@ class Walker:
         path: str,
         tool: str,
         exclude: Callable[[str], bool] | None = None,
+        *,
+        tree: TreeWalk | None = None,
     ) -> None:
         self.ctx = ctx
         self.path = path
         self.tool = tool
         self.exclude = exclude
-        self.start: Location = ctx.sandbox.directory(path)
+        #: The one resolution of ``path`` everything below is read through.
+        self.tree: TreeWalk = tree if tree is not None else ctx.sandbox.walk(path)
         #: The start as an absolute path the client can reuse (never a resolved one).
         self.base = display_base(path, ctx.sandbox.resolver.allow.base, ctx.home).rstrip("/")
         self.visited = 0
@@ -72,9 +74,8 @@ class Walker:
                 f"{self.tool} stopped: the tree is deeper than {limits.tree_depth} "
                 f"levels below {self.path}; {_NARROW}"
             )
-        loc = Location(self.start.root, self.start.rel + rel)
         try:
-            entries = self.ctx.sandbox.scan(loc, self.display(rel))
+            entries = self.tree.children(rel, self.display(rel))
         except (PermissionDenied, NotFound, NotADirectory) as exc:
             if not rel:
                 raise
@@ -99,14 +100,6 @@ def _compile(patterns: list[str]) -> list[Glob]:
         return [compile_glob(p) for p in patterns]
     except GlobError as exc:
         raise InvalidArgument(f"Invalid glob pattern: {exc}") from None
-
-
-def _link_stays_inside(ctx: CallContext, display: str) -> bool:
-    try:
-        ctx.sandbox.stat(display)
-    except SandboxError:
-        return False
-    return True
 
 
 def _excluder(patterns: list[str]) -> Callable[[str], bool] | None:
@@ -155,7 +148,9 @@ def search_files(
                 steps[key] = here
         if matcher.accepts(here):
             full = f"{base}/{relative}"
-            if entry.kind != "symlink" or _link_stays_inside(ctx, full):
+            if entry.kind != "symlink" or walker.tree.link_stays_inside(
+                tuple(relative.split("/")), full
+            ):
                 matches.append(full)
         if entry.kind == "directory" and (here or not prune):
             below = walker.children(tuple(relative.split("/")))

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from sandboxfs.core.errors import InvalidArgument, LimitExceeded, SandboxError
+from sandboxfs.core.errors import InvalidArgument, LimitExceeded
+from sandboxfs.fs.outcome import Change
 from sandboxfs.fs.revisions import ABSENT, SameBytes, check, content_revision, revision_soon
 from sandboxfs.tools.reading import whole_bytes
 from sandboxfs.tools.spec import (
@@ -20,14 +21,13 @@ from sandboxfs.tools.textedit import Edit, EditError, apply_edits, exact_edits_o
 from sandboxfs.tools.unidiff import fenced, unified_diff
 
 
-def _revision_after(ctx: CallContext, path: str) -> str | None:
-    """The revision of what a mutation left at ``path``, or None when it cannot be
-    told (a symlink moved there may lead outside).  The change is made by then: an
-    error now would report a done change as not done."""
-    try:
-        return ctx.sandbox.revision(path)
-    except SandboxError:
-        return None
+def _done(text: str, structured: dict[str, Any], change: Change) -> ToolResult:
+    """A change that happened; a step after it that failed (flushing to disk) is said
+    too, in the text and as ``warning``, without turning the answer into an error."""
+    if change.warning is not None:
+        text += f"\nWarning: {change.warning}"
+        structured = {**structured, "warning": change.warning}
+    return ToolResult(text=text, structured=structured)
 
 
 def encode_content(content: str, ctx: CallContext) -> bytes:
@@ -50,10 +50,11 @@ def write_file(
     ctx: CallContext, /, path: str, content: str, *, expectedRevision: str | None = None
 ) -> ToolResult:
     data = encode_content(content, ctx)
-    ctx.sandbox.replace_file(path, data, expected=expectedRevision)
-    return ToolResult(
-        text=f"Successfully wrote to {path}",
-        structured={"path": path, "size": len(data), "revision": content_revision(data)},
+    change = ctx.sandbox.replace_file(path, data, expected=expectedRevision)
+    return _done(
+        f"Successfully wrote to {path}",
+        {"path": path, "size": len(data), "revision": content_revision(data)},
+        change,
     )
 
 
@@ -61,15 +62,11 @@ def append_file(
     ctx: CallContext, /, path: str, content: str, *, expectedRevision: str | None = None
 ) -> ToolResult:
     data = encode_content(content, ctx)
-    st = ctx.sandbox.append_file(path, data, expected=expectedRevision)
-    return ToolResult(
-        text=f"Successfully appended to {path}",
-        structured={
-            "path": path,
-            "appended": len(data),
-            "size": st.st_size,
-            "revision": _revision_after(ctx, path),
-        },
+    change = ctx.sandbox.append_file(path, data, expected=expectedRevision)
+    return _done(
+        f"Successfully appended to {path}",
+        {"path": path, "appended": len(data), "size": change.size, "revision": change.revision},
+        change,
     )
 
 
@@ -107,30 +104,27 @@ def edit_file(
                 "newText is not valid Unicode (it contains a lone surrogate)"
             ) from None
     new_revision = None if dryRun else revision_soon(after)  # hashed meanwhile
+    change = Change()
     if not dryRun:
         # Conditional on the bytes just read: a concurrent change is never overwritten.
-        ctx.sandbox.replace_file(path, after, expected=SameBytes(before))
+        change = ctx.sandbox.replace_file(path, after, expected=SameBytes(before))
     diff = unified_diff(before, after, path)
     revision = seen if new_revision is None else new_revision()
-    return ToolResult(
-        text=fenced(diff),
-        structured={
-            "path": path,
-            "diff": diff,
-            "dryRun": dryRun,
-            "edits": len(edits),
-            "revision": revision,
-        },
+    return _done(
+        fenced(diff),
+        {"path": path, "diff": diff, "dryRun": dryRun, "edits": len(edits), "revision": revision},
+        change,
     )
 
 
 def create_directory(
     ctx: CallContext, /, path: str, *, expectedRevision: str | None = None
 ) -> ToolResult:
-    created = ctx.sandbox.make_dirs(path, expected=expectedRevision)
-    return ToolResult(
-        text=f"Successfully created directory {path}",
-        structured={"path": path, "created": created, "revision": _revision_after(ctx, path)},
+    change = ctx.sandbox.make_dirs(path, expected=expectedRevision)
+    return _done(
+        f"Successfully created directory {path}",
+        {"path": path, "created": change.count > 0, "revision": change.revision},
+        change,
     )
 
 
@@ -143,19 +137,16 @@ def move_file(
     expectedRevision: str | None = None,
     expectedDestinationRevision: str | None = None,
 ) -> ToolResult:
-    ctx.sandbox.rename(
+    change = ctx.sandbox.rename(
         source,
         destination,
         expected=expectedRevision,
         expected_destination=expectedDestinationRevision,
     )
-    return ToolResult(
-        text=f"Successfully moved {source} to {destination}",
-        structured={
-            "source": source,
-            "destination": destination,
-            "revision": _revision_after(ctx, destination),
-        },
+    return _done(
+        f"Successfully moved {source} to {destination}",
+        {"source": source, "destination": destination, "revision": change.revision},
+        change,
     )
 
 
@@ -168,20 +159,21 @@ def copy_file(
     expectedRevision: str | None = None,
     expectedDestinationRevision: str | None = None,
 ) -> ToolResult:
-    st = ctx.sandbox.copy_file(
+    change = ctx.sandbox.copy_file(
         source,
         destination,
         expected=expectedRevision,
         expected_destination=expectedDestinationRevision,
     )
-    return ToolResult(
-        text=f"Successfully copied {source} to {destination}",
-        structured={
+    return _done(
+        f"Successfully copied {source} to {destination}",
+        {
             "source": source,
             "destination": destination,
-            "size": st.st_size,
-            "revision": _revision_after(ctx, destination),
+            "size": change.size,
+            "revision": change.revision,
         },
+        change,
     )
 
 
@@ -193,7 +185,7 @@ def delete_file(
     recursive: bool = False,
     expectedRevision: str | None = None,
 ) -> ToolResult:
-    removed = ctx.sandbox.remove(path, recursive=recursive, expected=expectedRevision)
+    removed = ctx.sandbox.remove(path, recursive=recursive, expected=expectedRevision).count
     what = "and everything below it" if removed > 1 else ""
     return ToolResult(
         text=f"Successfully deleted {path}" + (f" {what} ({removed} entries)" if what else ""),

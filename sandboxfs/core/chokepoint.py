@@ -1,0 +1,417 @@
+"""The chokepoint: the one module that opens anything on a client's behalf.
+
+Every ``openat2`` sandboxfs makes goes through :meth:`Confinement.open`, and the
+resolve flags of every call come from :meth:`Confinement.flags`, read from the
+three module constants below at call time:
+
+* :data:`ALWAYS` (``RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS``) on every call: the
+  kernel refuses anything that would leave the starting descriptor (``..``,
+  absolute symlinks, symlinks that climb out) and every procfs magic link;
+* :data:`CROSSING` (``RESOLVE_NO_XDEV``) on every call of a server run with
+  ``--no-xdev``: no component may cross a mount point;
+* :data:`EXACT` (``RESOLVE_NO_SYMLINKS``) on *exact* opens: a leaf name under a
+  parent descriptor, a child named by a directory listing, the canonical
+  location of something already resolved.  No symlink is followed there, not
+  even one that stays inside.  No ``O_NOFOLLOW`` is added on top: this flag is
+  the one mechanism that keeps a leaf from being followed.
+
+The descriptors come wrapped in three owned types:
+
+* :class:`Handle`: an ``O_PATH`` descriptor of one object, the :class:`Location`
+  that reopens it and its ``fstat``.  :meth:`Handle.reopen` opens the same object
+  for I/O and refuses (:class:`~sandboxfs.core.errors.Conflict`) if the location
+  now names another one.  Facts about a client path come from one handle.
+* :class:`Directory`: a descriptor of a directory with the ``*at`` operations on
+  single entry names in it.
+* :class:`ParentDir`: a directory and one checked leaf name: every mutation acts
+  on exactly that one name.
+
+Methods raise :class:`OSError` for what the kernel refused; callers turn it into
+a client-safe error with :meth:`Confinement.error` (the one converter,
+:func:`~sandboxfs.core.errors.from_oserror`).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from dataclasses import dataclass
+from typing import Final, final
+
+from sandboxfs.binding import syscalls
+from sandboxfs.core.allowlist import Root
+from sandboxfs.core.errors import Conflict, SandboxError, from_oserror
+from sandboxfs.core.pathnames import join
+
+#: Resolve flags on every openat2 call.
+ALWAYS: Final = syscalls.RESOLVE_BENEATH | syscalls.RESOLVE_NO_MAGICLINKS
+#: Added on every call of a server that refuses mount crossings (--no-xdev).
+CROSSING: Final = syscalls.RESOLVE_NO_XDEV
+#: Added on exact opens (leaves, listed children, canonical locations).
+EXACT: Final = syscalls.RESOLVE_NO_SYMLINKS
+#: openat2 answers EAGAIN when a rename races with ``..`` resolution; retry this often.
+EAGAIN_RETRIES: Final = 64
+
+#: Flags for opening a directory to list it (never blocks, never adopts a tty).
+LIST_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NONBLOCK
+#: Flags for opening a file to read: never block on a FIFO, never adopt a tty.
+READ_FLAGS: Final = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Confinement:
+    """The resolve flags in force for one server, and the gate for its errors."""
+
+    #: Refuse paths that cross a mount point (``--no-xdev``).
+    no_xdev: bool = False
+
+    def flags(self, *, exact: bool) -> int:
+        """The ``resolve`` field of an openat2 call: the only place it is made."""
+        resolve = ALWAYS
+        if self.no_xdev:
+            resolve |= CROSSING
+        if exact:
+            resolve |= EXACT
+        return resolve
+
+    def open(self, dirfd: int, path: str, flags: int, *, exact: bool, mode: int = 0) -> int:
+        """``openat2(dirfd, path)`` with the flags in force, retrying on EAGAIN.
+        The descriptor is close-on-exec.  Raises OSError."""
+        resolve = self.flags(exact=exact)
+        for _ in range(EAGAIN_RETRIES):
+            try:
+                return syscalls.openat2(dirfd, path, flags, resolve=resolve, mode=mode)
+            except BlockingIOError:
+                continue
+        raise OSError(errno.EAGAIN, "resolution kept racing with renames")
+
+    def error(self, exc: OSError, path: str) -> SandboxError:
+        """The client-safe error for ``exc``, naming only ``path`` (as given)."""
+        return from_oserror(exc, path, no_xdev=self.no_xdev)
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Location:
+    """A place beneath an allowed directory: its root and the components below it."""
+
+    root: Root
+    rel: tuple[str, ...]
+
+    def child(self, name: str) -> Location:
+        return Location(self.root, (*self.rel, name))
+
+    @property
+    def parent(self) -> Location:
+        return Location(self.root, self.rel[:-1])
+
+    @property
+    def name(self) -> str:
+        return self.rel[-1]
+
+    @property
+    def relpath(self) -> str:
+        return join(self.rel)
+
+    def open(self, confinement: Confinement, flags: int, *, exact: bool, mode: int = 0) -> int:
+        """Open this location beneath its root's descriptor.  Raises OSError."""
+        return confinement.open(self.root.fd, self.relpath, flags, exact=exact, mode=mode)
+
+
+def same_file(a: os.stat_result, b: os.stat_result) -> bool:
+    """Whether two ``stat`` results describe one object (device and inode)."""
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
+def _entry_name(name: str) -> str:
+    """``name`` if it is exactly one directory entry; a programming error otherwise."""
+    if name in ("", ".", "..") or "/" in name or "\0" in name:
+        raise ValueError(f"not a single entry name: {name!r}")
+    return name
+
+
+def _adopt_stat(fd: int) -> os.stat_result:
+    """``fstat`` of a descriptor just opened; it is closed if that fails."""
+    try:
+        return os.fstat(fd)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+@final
+class Handle:
+    """An owned ``O_PATH`` descriptor of one object beneath an allowed directory.
+
+    ``location`` reopens it (``follow`` says whether its final symlink was
+    followed; ``exact`` whether the location is canonical and reopened with no
+    symlink followed at all), ``stat`` is its ``fstat`` when it was opened (an
+    ``lstat`` when not followed), ``path`` is the client's path, for errors.
+    """
+
+    __slots__ = ("confinement", "exact", "fd", "follow", "location", "path", "stat")
+
+    def __init__(
+        self,
+        fd: int,
+        location: Location,
+        path: str,
+        *,
+        follow: bool,
+        confinement: Confinement,
+        exact: bool = False,
+    ) -> None:
+        self.stat = _adopt_stat(fd)
+        self.fd = fd
+        self.location = location
+        self.path = path
+        self.follow = follow
+        self.confinement = confinement
+        self.exact = exact
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def __enter__(self) -> Handle:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def mode(self) -> int:
+        return self.stat.st_mode
+
+    @property
+    def is_dir(self) -> bool:
+        return stat.S_ISDIR(self.stat.st_mode)
+
+    @property
+    def is_regular(self) -> bool:
+        return stat.S_ISREG(self.stat.st_mode)
+
+    @property
+    def is_symlink(self) -> bool:
+        return stat.S_ISLNK(self.stat.st_mode)
+
+    def statx(self) -> syscalls.Statx:
+        """``statx`` of the object itself (a symlink is described as a link)."""
+        return syscalls.fstatx(self.fd)
+
+    def readlink(self) -> str:
+        """The text of this symlink, read through the handle (``readlinkat(fd, "")``)."""
+        return os.readlink("", dir_fd=self.fd)
+
+    def reopen(self, flags: int) -> int:
+        """The same object opened again with ``flags`` (a final symlink followed only if
+        it was).  Raises Conflict, with nothing opened, if the location now names
+        another object; OSError if the kernel refuses."""
+        if not self.follow:
+            flags |= os.O_NOFOLLOW
+        fd = self.location.open(self.confinement, flags, exact=self.exact)
+        if not same_file(_adopt_stat(fd), self.stat):
+            os.close(fd)
+            raise Conflict(f"{self.path} changed while it was being opened; try again")
+        return fd
+
+    def directory(self) -> Directory:
+        """This directory, reopened for listing (and as a base for ``*at`` calls)."""
+        fd = self.reopen(LIST_FLAGS)
+        return Directory(fd, self.location, self.path, self.confinement, readable=True)
+
+    def fstatfs_type(self) -> int:
+        return syscalls.fstatfs_type(self.fd)
+
+
+@final
+class Directory:
+    """An owned descriptor of a directory and the ``*at`` operations on single entry
+    names in it.  Opened ``O_PATH`` (a base for ``*at`` calls) or, when
+    ``readable``, for listing.  ``path`` names it in the client's terms."""
+
+    __slots__ = ("confinement", "fd", "location", "path", "readable")
+
+    def __init__(
+        self,
+        fd: int,
+        location: Location,
+        path: str,
+        confinement: Confinement,
+        *,
+        readable: bool = False,
+    ) -> None:
+        self.fd = fd
+        self.location = location
+        self.path = path
+        self.confinement = confinement
+        self.readable = readable
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+    def __enter__(self) -> Directory:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def stat(self) -> os.stat_result:
+        return os.fstat(self.fd)
+
+    # -- opening names in it ----------------------------------------------------
+
+    def open(self, name: str, flags: int, *, mode: int = 0) -> int:
+        """The entry ``name`` opened with ``flags``: an exact open, so a symlink there
+        is never followed (ELOOP), wherever it points."""
+        return self.confinement.open(self.fd, _entry_name(name), flags, exact=True, mode=mode)
+
+    def entry(self, name: str, path: str) -> Handle:
+        """An ``O_PATH`` handle of the entry ``name`` itself (a symlink as the link)."""
+        fd = self.open(name, os.O_PATH | os.O_NOFOLLOW)
+        location = self.location.child(name)
+        return Handle(fd, location, path, follow=False, confinement=self.confinement)
+
+    def child(self, name: str, path: str) -> Directory:
+        """The subdirectory ``name`` opened for listing (never through a symlink)."""
+        fd = self.open(name, LIST_FLAGS)
+        return Directory(fd, self.location.child(name), path, self.confinement, readable=True)
+
+    def subdirectory(self, name: str, path: str) -> Directory:
+        """The subdirectory ``name`` as an ``O_PATH`` base (never through a symlink)."""
+        fd = self.open(name, os.O_PATH | os.O_DIRECTORY)
+        return Directory(fd, self.location.child(name), path, self.confinement)
+
+    def tmpfile(self, *, mode: int = 0o666) -> int:
+        """A new unnamed regular file in this directory (``O_TMPFILE``), open for writing."""
+        return self.confinement.open(
+            self.fd, ".", os.O_TMPFILE | os.O_WRONLY, exact=True, mode=mode
+        )
+
+    def for_sync(self) -> int:
+        """This directory opened for reading, so that ``fsync`` can flush its entries."""
+        return self.confinement.open(self.fd, ".", os.O_RDONLY | os.O_DIRECTORY, exact=True)
+
+    def scandir(self) -> os.ScandirIterator[str]:  # type: ignore[name-defined]
+        """The entries of this (readable) directory, as ``os.scandir`` gives them
+        (use it as a context manager)."""
+        return os.scandir(self.fd)
+
+    # -- acting on names in it --------------------------------------------------
+
+    def lstat(self, name: str) -> os.stat_result | None:
+        """``lstat`` of the entry ``name``; None if there is none."""
+        try:
+            return os.stat(_entry_name(name), dir_fd=self.fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return None
+
+    def readlink(self, name: str) -> str:
+        return os.readlink(_entry_name(name), dir_fd=self.fd)
+
+    def is_mount_point(self, name: str) -> bool:
+        """Whether the entry ``name`` is the root of a mount (bind mounts included)."""
+        return syscalls.is_mount_root(self.fd, _entry_name(name))
+
+    def hides(self, name: str, st: os.stat_result, parent_dev: int) -> bool:
+        """Whether a server that refuses mount crossings must show nothing of what the
+        entry ``name`` (its ``lstat`` ``st``) holds: it is a mount point."""
+        if not self.confinement.no_xdev:
+            return False
+        return st.st_dev != parent_dev or self.is_mount_point(name)
+
+    def mkdir(self, name: str, mode: int = 0o777) -> None:
+        os.mkdir(_entry_name(name), mode, dir_fd=self.fd)
+
+    def symlink(self, target: str, name: str) -> None:
+        os.symlink(target, _entry_name(name), dir_fd=self.fd)
+
+    def unlink(self, name: str) -> None:
+        os.unlink(_entry_name(name), dir_fd=self.fd)
+
+    def rmdir(self, name: str) -> None:
+        os.rmdir(_entry_name(name), dir_fd=self.fd)
+
+    def link(self, fd: int, name: str) -> None:
+        """Give the open file ``fd`` (an ``O_TMPFILE``) the name ``name`` here."""
+        syscalls.link_fd(fd, self.fd, _entry_name(name))
+
+    def rename(self, name: str, to: Directory, to_name: str, flags: int) -> None:
+        """``renameat2(self, name, to, to_name, flags)``."""
+        syscalls.renameat2(self.fd, _entry_name(name), to.fd, _entry_name(to_name), flags)
+
+
+@final
+class ParentDir:
+    """A directory and one checked leaf name in it: the one entry a mutation changes.
+
+    Owns its directory unless it was made with ``owns=False`` (a name in a
+    directory someone else holds open).
+    """
+
+    __slots__ = ("dir", "leaf", "owns", "path")
+
+    def __init__(self, directory: Directory, leaf: str, path: str, *, owns: bool = True) -> None:
+        self.dir = directory
+        self.leaf = _entry_name(leaf)
+        self.path = path
+        self.owns = owns
+
+    def close(self) -> None:
+        if self.owns:
+            self.dir.close()
+
+    def __enter__(self) -> ParentDir:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def location(self) -> Location:
+        return self.dir.location.child(self.leaf)
+
+    def lstat(self) -> os.stat_result | None:
+        return self.dir.lstat(self.leaf)
+
+    def open(self, flags: int, *, mode: int = 0) -> int:
+        """The leaf opened with ``flags``, never through a symlink (ELOOP if it is one)."""
+        return self.dir.open(self.leaf, flags, mode=mode)
+
+    def entry(self) -> Handle:
+        """An ``O_PATH`` handle of the leaf entry itself."""
+        return self.dir.entry(self.leaf, self.path)
+
+    def readlink(self) -> str:
+        return self.dir.readlink(self.leaf)
+
+    def mkdir(self, mode: int = 0o777) -> None:
+        self.dir.mkdir(self.leaf, mode)
+
+    def symlink(self, target: str) -> None:
+        self.dir.symlink(target, self.leaf)
+
+    def unlink(self) -> None:
+        self.dir.unlink(self.leaf)
+
+    def rmdir(self) -> None:
+        self.dir.rmdir(self.leaf)
+
+    def rename_to(self, other: ParentDir, flags: int) -> None:
+        """Rename the leaf to ``other``'s leaf (``renameat2`` with ``flags``)."""
+        self.dir.rename(self.leaf, other.dir, other.leaf, flags)
+
+
+def open_root_beneath(
+    root: Root, below: tuple[str, ...], confinement: Confinement, real: str, given: str
+) -> Root:
+    """A client's root that lies inside the allowed directory ``root``, opened beneath
+    that directory's descriptor (symlinks inside followed), so it cannot be
+    anywhere else.  Raises OSError."""
+    fd = Location(root, below).open(confinement, os.O_PATH | os.O_DIRECTORY, exact=False)
+    return Root(fd, real, given)

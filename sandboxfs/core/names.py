@@ -1,0 +1,102 @@
+"""One escaped, unambiguous form for names, and for any client text in a log line.
+
+A file name may hold anything but ``/`` and NUL: a newline that forges a second
+line in a listing, bytes that are not UTF-8 (which would otherwise all look like
+U+FFFD), a bidirectional override.  :func:`quote_name` shows such a name in
+double quotes with C-style escapes, the way git quotes paths; every other name
+is shown as it is.  A name that holds a ``"`` or a ``\\`` is quoted too, so a
+shown name that starts with ``"`` is always a quoted one: the form is
+unambiguous, and :func:`unquote_name` turns it back into the exact name.
+
+Escapes: ``\\\\`` ``\\"`` ``\\n`` ``\\t`` ``\\r`` ``\\a`` ``\\b`` ``\\f`` ``\\v``;
+``\\xHH`` is one raw byte (a control character, or a byte that is not UTF-8);
+``\\uHHHH`` is one Unicode code point (C1 controls, line separators,
+bidirectional controls).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+_ESCAPES: Final = {
+    "\\": "\\\\",
+    '"': '\\"',
+    "\n": "\\n",
+    "\t": "\\t",
+    "\r": "\\r",
+    "\a": "\\a",
+    "\b": "\\b",
+    "\f": "\\f",
+    "\v": "\\v",
+}
+_UNESCAPES: Final = {value[1]: key for key, value in _ESCAPES.items()}
+#: What makes a name need quoting: C0/C1 controls, DEL, quote, backslash, bytes that
+#: were not UTF-8 (surrogate escapes), line and paragraph separators, bidi controls.
+_NEEDS_QUOTING: Final = re.compile(
+    '[\x00-\x1f\x7f-\x9f"\\\\\ud800-\udfff\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]'
+)
+_ESCAPE_SEQUENCE: Final = re.compile(r'\\(x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|["\\ntrabfv])')
+
+
+def needs_quoting(name: str) -> bool:
+    return _NEEDS_QUOTING.search(name) is not None
+
+
+def _escape(match: re.Match[str]) -> str:
+    char = match.group()
+    if char in _ESCAPES:
+        return _ESCAPES[char]
+    code = ord(char)
+    if 0xDC80 <= code <= 0xDCFF:  # a byte that was not UTF-8 (surrogateescape)
+        return f"\\x{code - 0xDC00:02x}"
+    if code < 0x80:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}"
+
+
+def quote_name(name: str) -> str:
+    """``name`` as it should be shown: as it is, or quoted with escapes."""
+    if _NEEDS_QUOTING.search(name) is None:
+        return name
+    return '"' + _NEEDS_QUOTING.sub(_escape, name) + '"'
+
+
+def quote_path(path: str) -> str:
+    """A path shown with each component that needs it quoted."""
+    if _NEEDS_QUOTING.search(path) is None:
+        return path
+    return "/".join(quote_name(part) for part in path.split("/"))
+
+
+def _unescape(match: re.Match[str]) -> str:
+    body = match.group(1)
+    if body[0] == "x":
+        byte = int(body[1:], 16)
+        return chr(byte) if byte < 0x80 else chr(0xDC00 + byte)
+    if body[0] == "u":
+        return chr(int(body[1:], 16))
+    return _UNESCAPES[body]
+
+
+def unquote_name(shown: str) -> str | None:
+    """The exact name a quoted form stands for; None if ``shown`` is not one (then
+    it is a plain name).  A quoted form that would hold ``/`` or NUL is not one."""
+    if len(shown) < 2 or shown[0] != '"' or shown[-1] != '"':
+        return None
+    body = shown[1:-1]
+    # Every backslash must start a known escape, and quotes inside must be escaped.
+    if _ESCAPE_SEQUENCE.sub("", body).count("\\") or '"' in _ESCAPE_SEQUENCE.sub("", body):
+        return None
+    name = _ESCAPE_SEQUENCE.sub(_unescape, body)
+    if "/" in name or "\0" in name:
+        return None
+    return name
+
+
+def unquote_path(path: str) -> str:
+    """``path`` with every component in the quoted form replaced by the exact name."""
+    if '"' not in path:
+        return path
+    parts = path.split("/")
+    return "/".join(name if (name := unquote_name(part)) is not None else part for part in parts)

@@ -1,0 +1,27 @@
+"""What every filesystem operation works with: the resolver, the limits and the
+shared cache of file revisions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import final
+
+from sandboxfs.core.resolver import Resolver
+from sandboxfs.core.watch import Watch
+from sandboxfs.fs.limits import Limits
+from sandboxfs.fs.revisions import RevisionCache
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class FsContext:
+    """One call's view of the filesystem: immutable, shared by the operations it runs."""
+
+    resolver: Resolver
+    limits: Limits = field(default_factory=Limits)
+    #: Revisions of files already hashed (shared by the server's calls).
+    revisions: RevisionCache = field(default_factory=RevisionCache)
+
+    @property
+    def watch(self) -> Watch:
+        return self.resolver.watch

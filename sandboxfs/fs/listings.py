@@ -1,0 +1,70 @@
+"""Listings of one directory: its entries, their sizes and its revision, all from
+one resolution of it."""
+
+from __future__ import annotations
+
+from typing import NamedTuple, final
+
+from sandboxfs.core.chokepoint import Directory, Location
+from sandboxfs.core.errors import SandboxError
+from sandboxfs.fs.context import FsContext
+from sandboxfs.fs.entries import Entry, read_entries
+from sandboxfs.fs.trees import TooManyEntries, tree_revision_below
+
+
+@final
+class Listing(NamedTuple):
+    """A directory's entries (with their ``lstat``) in byte order, and its revision
+    (None above the revision budget)."""
+
+    entries: list[Entry]
+    revision: str | None
+    #: Per entry, when asked for: its size (a symlink's is its target's, if that is
+    #: inside), None for directories and for what cannot be known.
+    sizes: list[int | None] | None = None
+
+
+def list_dir(ctx: FsContext, path: str, *, sizes: bool = False) -> Listing:
+    """The listing of the directory ``path`` (symlinks inside followed to it)."""
+    with ctx.resolver.open_directory(path) as directory, ctx.watch.step(path):
+        entries = read_entries(directory, with_stat=True)
+        try:
+            revision: str | None = tree_revision_below(
+                ctx, directory, path, ctx.limits.revision_entries, entries
+            )
+        except TooManyEntries:
+            revision = None
+        shown = _sizes(ctx, directory, path, entries) if sizes else None
+        return Listing(entries, revision, shown)
+
+
+def _sizes(
+    ctx: FsContext, directory: Directory, path: str, entries: list[Entry]
+) -> list[int | None]:
+    dev = directory.stat().st_dev
+    base: Location | None = None
+    found: list[int | None] = []
+    for entry in entries:
+        st = entry.lstat
+        if st is None or entry.kind == "directory" or directory.hides(entry.name, st, dev):
+            found.append(None)  # a refused mount point shows nothing of what is mounted
+        elif entry.kind != "symlink":
+            found.append(st.st_size)
+        else:
+            if base is None:
+                base = ctx.resolver.canonical_directory(directory, path)
+            found.append(_link_size(ctx, directory, base, entry.name, path))
+    return found
+
+
+def _link_size(
+    ctx: FsContext, directory: Directory, base: Location, name: str, path: str
+) -> int | None:
+    """The size of what the symlink ``name`` leads to, if that is inside."""
+    shown = f"{path.rstrip('/') or '/'}/{name}"
+    try:
+        text = directory.readlink(name)
+        with ctx.resolver.resolve_link(base, text, shown) as target:
+            return target.stat.st_size
+    except (OSError, SandboxError):
+        return None

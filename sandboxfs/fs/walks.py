@@ -1,0 +1,97 @@
+"""Walks below one directory, for search_files, directory_tree and grep_files.
+
+A :class:`TreeWalk` starts from one resolution of the client's path, made
+canonical (symlink-free, checked to be the same directory).  Every directory
+below is reopened from its allowed directory's descriptor with an exact open:
+no symlink is followed anywhere, so the walk visits exactly the names it
+listed, and each directory it opens lies beneath the allowed directory at the
+moment it is opened.  Files are opened for reading only after an ``O_PATH``
+handle showed a regular file (same inode), so special files are never opened.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import final
+
+from sandboxfs.core.chokepoint import LIST_FLAGS, Directory, Handle, Location
+from sandboxfs.core.errors import NotADirectory, SandboxError
+from sandboxfs.fs.context import FsContext
+from sandboxfs.fs.entries import Entry, read_entries
+from sandboxfs.fs.files import OpenFile, open_regular
+
+
+@final
+class TreeWalk:
+    """The tree below one directory, read one directory at a time."""
+
+    __slots__ = ("ctx", "path", "start")
+
+    def __init__(self, ctx: FsContext, start: Handle) -> None:
+        if not start.is_dir:
+            raise NotADirectory(f"ENOTDIR: not a directory: {start.path}")
+        self.ctx = ctx
+        self.path = start.path
+        #: The start, canonical: what is below it is reopened exactly.
+        self.start: Location = ctx.resolver.canonical_handle(start)
+
+    def location(self, rel: tuple[str, ...]) -> Location:
+        return Location(self.start.root, self.start.rel + rel)
+
+    def children(self, rel: tuple[str, ...], shown: str) -> list[Entry]:
+        """The entries of the directory ``rel`` below the start (kinds without
+        ``stat``), in byte order; ``shown`` names it in errors."""
+        resolver = self.ctx.resolver
+        fd = resolver.open_exact(self.location(rel), LIST_FLAGS, shown)
+        directory = Directory(fd, self.location(rel), shown, resolver.confinement, readable=True)
+        with directory, self.ctx.watch.step(shown):
+            try:
+                return read_entries(directory, with_stat=False)
+            except OSError as exc:
+                raise resolver.error(exc, shown) from None
+
+    def _entry(self, rel: tuple[str, ...], shown: str) -> Handle:
+        resolver = self.ctx.resolver
+        loc = self.location(rel)
+        fd = resolver.open_exact(loc, os.O_PATH | os.O_NOFOLLOW, shown)
+        return Handle(fd, loc, shown, follow=False, confinement=resolver.confinement, exact=True)
+
+    def open_file(self, rel: tuple[str, ...], shown: str) -> OpenFile:
+        """The regular file ``rel`` below the start, opened for reading."""
+        with self._entry(rel, shown) as entry, self.ctx.watch.step(shown):
+            try:
+                return open_regular(entry)
+            except OSError as exc:
+                raise self.ctx.resolver.error(exc, shown) from None
+
+    def link_stays_inside(self, rel: tuple[str, ...], shown: str) -> bool:
+        """Whether the symlink ``rel`` below the start leads inside the allowed
+        directories (its text read once, resolved from the directory holding it)."""
+        try:
+            with self._entry(rel, shown) as link:
+                if not link.is_symlink:
+                    return False
+                text = link.readlink()
+                with self.ctx.resolver.resolve_link(link.location.parent, text, shown):
+                    return True
+        except (OSError, SandboxError):
+            return False
+
+
+def walk(ctx: FsContext, path: str) -> TreeWalk:
+    """A walk below the directory ``path`` (symlinks inside followed to it)."""
+    with ctx.resolver.resolve(path) as start:
+        return TreeWalk(ctx, start)
+
+
+def search_target(ctx: FsContext, path: str) -> TreeWalk | OpenFile:
+    """What grep_files searches, from one resolution of ``path``: the tree below a
+    directory, or one regular file opened for reading."""
+    with ctx.resolver.resolve(path) as handle:
+        if handle.is_dir:
+            return TreeWalk(ctx, handle)
+        with ctx.watch.step(path):
+            try:
+                return open_regular(handle)
+            except OSError as exc:
+                raise ctx.resolver.error(exc, path) from None

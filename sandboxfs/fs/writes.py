@@ -1,0 +1,418 @@
+"""Creating and writing: new files, atomic replacement, appends, directories.
+
+Guarantees:
+
+* A new or replaced file is built out of sight and published with one rename
+  or link (:mod:`sandboxfs.fs.staging`): a reader sees the old or the new
+  content, never a mix, and a failed write leaves the old file untouched.
+  Replacing breaks hard links by design, so a write never reaches another name
+  of the file.
+* An append happens in place only on a file with a single name, the one inside
+  (:func:`only_name_is`).  Space is reserved before anything is written, and a
+  write that still fails part-way is cut back: a failed append leaves the file
+  as it was.
+* Mutations act on one leaf of a :class:`~sandboxfs.core.chokepoint.ParentDir`;
+  a symlink leaf is followed (inside only) by reading its text once.
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import os
+import stat
+from collections.abc import Callable
+from typing import Final
+
+from sandboxfs.binding import syscalls
+from sandboxfs.core.chokepoint import READ_FLAGS, Directory, Location, ParentDir, same_file
+from sandboxfs.core.errors import (
+    AlreadyExists,
+    Conflict,
+    HardLinked,
+    NotADirectory,
+    NotFound,
+    PermissionDenied,
+    SandboxError,
+    Unsupported,
+)
+from sandboxfs.fs.context import FsContext
+from sandboxfs.fs.entries import require_regular
+from sandboxfs.fs.files import cached_file_revision, revision_of_handle
+from sandboxfs.fs.guard import GUARD_ATTEMPTS, guarded
+from sandboxfs.fs.metadata import carry_owner_and_mode, copy_xattrs
+from sandboxfs.fs.outcome import Change
+from sandboxfs.fs.revisions import ABSENT, SameBytes, check
+from sandboxfs.fs.staging import StagedFile, after_change, open_for_sync, sync_and_close, write_all
+from sandboxfs.fs.trees import TooManyEntries, tree_revision_below
+
+#: Errors of fallocate that mean "this filesystem cannot reserve space": the append
+#: goes ahead unreserved (and is cut back if it fails part-way).
+_NO_RESERVATION: Final = frozenset({errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL, errno.ENODEV})
+
+
+def stage(
+    parent: ParentDir, fill: Callable[[int], None], *, replace: bool
+) -> tuple[Change, os.stat_result]:
+    """Prepare a new file in ``parent``'s directory with ``fill`` and publish it as
+    the leaf (over what is there with ``replace``, else only if the name is free:
+    AlreadyExists).  Returns the change and the new file's ``fstat``."""
+    staged = StagedFile(parent.dir, parent.leaf)
+    try:
+        fill(staged.fd)
+        st = os.fstat(staged.fd)
+        try:
+            warning = (
+                staged.publish_over(parent.leaf) if replace else staged.publish_new(parent.leaf)
+            )
+        except FileExistsError:
+            raise AlreadyExists(f"EEXIST: destination already exists: {parent.path}") from None
+        return Change(size=st.st_size, warning=warning), st
+    finally:
+        staged.close()
+
+
+def create_file(ctx: FsContext, path: str, data: bytes) -> Change:
+    """Create ``path`` with ``data``; fails if anything exists there already.  The
+    file appears complete or not at all."""
+    with ctx.resolver.parent(path) as parent:
+        return stage(parent, lambda fd: write_all(fd, data), replace=False)[0]
+
+
+def replace_file(
+    ctx: FsContext, path: str, data: bytes, *, expected: str | SameBytes | None = None
+) -> Change:
+    """Write ``data`` to ``path`` atomically, creating it if missing.
+
+    A symlink inside the allowed directories is written through.  The old file's
+    permissions (never setuid/setgid), owner where permitted and extended
+    attributes are kept.  With ``expected``, the file must still have that
+    revision (``absent``: must not exist) or hold exactly those bytes, checked
+    under a lock; otherwise Conflict is raised and nothing changes.
+    """
+    resolver = ctx.resolver
+    with (
+        resolver.follow_leaf(resolver.parent(path)) as parent,
+        guarded(ctx, parent, expected) as st,
+    ):
+        if st is None:
+            try:  # with "absent" expected, it must still be absent when published
+                return stage(parent, lambda fd: write_all(fd, data), replace=expected is None)[0]
+            except AlreadyExists:
+                raise Conflict(f"Revision mismatch for {path}: it was created meanwhile") from None
+        old_fd, old_stat = _open_existing_for_replace(parent)
+        try:
+
+            def fill(fd: int) -> None:
+                carry_owner_and_mode(old_stat, fd)
+                copy_xattrs(old_fd, fd)
+                write_all(fd, data)
+
+            return stage(parent, fill, replace=True)[0]
+        finally:
+            os.close(old_fd)
+
+
+def _open_existing_for_replace(parent: ParentDir) -> tuple[int, os.stat_result]:
+    """The file about to be replaced, opened for writing (which also proves we may)."""
+    path = parent.path
+    st = parent.lstat()
+    if st is None:
+        raise Conflict(f"The file was removed while it was being written; try again: {path}")
+    require_regular(st, path)
+    try:
+        fd = parent.open(os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    except OSError as exc:
+        if exc.errno in (errno.EACCES, errno.EPERM):
+            raise PermissionDenied(
+                f"EACCES: permission denied (the file is read-only): {path}", "EACCES"
+            ) from None
+        if exc.errno == errno.ELOOP:
+            raise Conflict(
+                f"The file changed while it was being written; try again: {path}"
+            ) from None
+        raise
+    opened = os.fstat(fd)
+    if not (same_file(opened, st) and stat.S_ISREG(opened.st_mode)):
+        os.close(fd)
+        raise Conflict(f"The file changed while it was being written; try again: {path}")
+    return fd, opened
+
+
+# -- appending -------------------------------------------------------------------
+
+
+def append_file(ctx: FsContext, path: str, data: bytes, *, expected: str | None = None) -> Change:
+    """Append ``data`` to ``path`` in place, creating it if missing.
+
+    Refused on a file with more than one hard link: appending would change the
+    file at its other names too, possibly outside the allowed directories.
+    """
+    resolver = ctx.resolver
+    with (
+        resolver.follow_leaf(resolver.parent(path)) as parent,
+        guarded(ctx, parent, expected) as st,
+    ):
+        if st is not None:
+            require_regular(st, path)
+        exclusive = expected == ABSENT
+        for _ in range(GUARD_ATTEMPTS):
+            sync_fd = open_for_sync(parent.dir) if st is None else None
+            try:
+                fd = _open_for_append(parent, exclusive=exclusive)
+            except BaseException:
+                if sync_fd is not None:
+                    os.close(sync_fd)
+                raise
+            exclusive = False  # created now, or seen: never "created meanwhile" again
+            try:
+                if not only_name_is(fd, parent):
+                    continue
+                _append(fd, data, path)
+                warning = after_change("flushing the file to disk", functools.partial(os.fsync, fd))
+                warning = sync_and_close(sync_fd) or warning
+                sync_fd = None
+                size = os.fstat(fd).st_size
+            finally:
+                os.close(fd)
+                if sync_fd is not None:
+                    os.close(sync_fd)
+            return Change(revision=_revision_of_leaf(ctx, parent), size=size, warning=warning)
+        raise Conflict(f"{path} kept changing while it was being opened; try again")
+
+
+def _open_for_append(parent: ParentDir, *, exclusive: bool) -> int:
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_NOCTTY
+    if exclusive:
+        flags |= os.O_EXCL
+    try:
+        return parent.open(flags, mode=0o666)
+    except FileExistsError:
+        raise Conflict(f"Revision mismatch for {parent.path}: it was created meanwhile") from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise Conflict(f"The file changed while it was being opened: {parent.path}") from None
+        raise
+
+
+def _append(fd: int, data: bytes, path: str) -> None:
+    """Append all of ``data`` or nothing: space is reserved first (ENOSPC then changes
+    nothing), and bytes a failing write left are cut off again."""
+    end = os.fstat(fd).st_size
+    try:
+        syscalls.fallocate(fd, syscalls.FALLOC_FL_KEEP_SIZE, end, len(data))
+    except OSError as exc:
+        if exc.errno not in _NO_RESERVATION:
+            raise
+    view = memoryview(data)
+    written = 0
+    try:
+        while written < len(data):
+            written += os.write(fd, view[written:])
+    except OSError as exc:
+        if written:
+            _cut_back(fd, written, exc, path)
+        raise
+
+
+def _cut_back(fd: int, written: int, failure: OSError, path: str) -> None:
+    """Remove the ``written`` bytes a failed append left at the end, if nobody has
+    appended after them; otherwise say exactly what was left."""
+    position = os.lseek(fd, 0, os.SEEK_CUR)  # just past our bytes (O_APPEND)
+    try:
+        if os.fstat(fd).st_size == position:
+            os.ftruncate(fd, position - written)
+            return
+    except OSError:
+        pass
+    code = errno.errorcode.get(failure.errno or 0, "EIO")
+    raise SandboxError(
+        f"{code}: the append failed after {written} of its bytes were written, and they "
+        f"could not be removed again (the file changed meanwhile): {path}",
+        code,
+    ) from None
+
+
+def rename_barrier(parent: ParentDir) -> bool:
+    """Rename the leaf onto itself with ``RENAME_NOREPLACE``: that takes the
+    directory's lock, so an unlink under way there finishes first.  False if the
+    name is gone by then."""
+    try:
+        parent.rename_to(parent, syscalls.RENAME_NOREPLACE)
+    except FileExistsError:
+        return True
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        if exc.errno == errno.EINVAL:
+            raise Unsupported(
+                f"This filesystem cannot rename without replacing, so sandboxfs cannot "
+                f"append in place safely: {parent.path}. Use write_file instead."
+            ) from None
+        raise
+    return True
+
+
+def only_name_is(fd: int, parent: ParentDir) -> bool:
+    """Whether the open file's one and only name is ``parent``'s leaf.
+
+    Names cannot be read atomically, so the check is layered:
+
+    1. The name lookup is bracketed by ``fstat``s of the file (one link, same
+       ctime) and of the directory (same ctime and mtime): a link or unlink in
+       between changes them (Linux records the change at fine granularity once
+       the time has been queried).
+    2. A lookup can still see a name whose unlink is under way (the directory
+       entry lingers until the unlink returns, after the link count dropped).
+       So :func:`rename_barrier` renames the name onto itself, which waits for
+       any unlink in progress and fails if the name is gone.  Then the file must
+       still have one link and the same ctime.
+
+    False means "look again"; a file that really has other names raises HardLinked.
+    """
+    path = parent.path
+    dir_before = parent.dir.stat()
+    first = os.fstat(fd)
+    require_regular(first, path)
+    named = parent.lstat()
+    last = os.fstat(fd)
+    dir_after = parent.dir.stat()
+    same_name = named is not None and same_file(named, first)
+    if max(first.st_nlink, last.st_nlink) > 1 and same_name:
+        raise HardLinked(
+            f"Refusing to append in place: the file has {last.st_nlink} hard links, so the "
+            f"change would also appear at its other names: {path}. Use write_file to "
+            "replace it with a file of its own."
+        )
+    if not (
+        same_name
+        and first.st_nlink == last.st_nlink == 1
+        and first.st_ctime_ns == last.st_ctime_ns
+        and dir_before.st_ctime_ns == dir_after.st_ctime_ns
+        and dir_before.st_mtime_ns == dir_after.st_mtime_ns
+    ):
+        return False
+    if not rename_barrier(parent):
+        return False
+    final = os.fstat(fd)
+    return final.st_nlink == 1 and final.st_ctime_ns == first.st_ctime_ns
+
+
+def _revision_of_leaf(ctx: FsContext, parent: ParentDir) -> str | None:
+    """The revision of the regular file a mutation just left at ``parent``'s leaf,
+    read through a new descriptor of it; None when it cannot be told (the change
+    stands either way)."""
+    try:
+        fd = parent.open(READ_FLAGS)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        return cached_file_revision(ctx, fd, st, fresh=False) if stat.S_ISREG(st.st_mode) else None
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+# -- directories -----------------------------------------------------------------
+
+
+def make_dirs(ctx: FsContext, path: str, *, expected: str | None = None) -> Change:
+    """Create ``path`` and any missing parents, each one beneath the descriptor of
+    the one before (never through a symlink).  ``count`` says how many were
+    created (0: it existed).  With ``expected="absent"`` it must not exist yet."""
+    loc = ctx.resolver.locate(path)
+    existing = _existing_directory(ctx, loc, path, expected)
+    if existing is not None:
+        return existing
+    if expected not in (None, ABSENT):
+        check(expected, ABSENT, path)
+    depth = len(loc.rel) - 1
+    while True:  # the deepest ancestor that exists
+        try:
+            directory = ctx.resolver.directory_at(Location(loc.root, loc.rel[:depth]), path)
+            break
+        except NotFound:
+            if depth == 0:
+                raise
+            depth -= 1
+    missing = loc.rel[depth:]
+    created = [0]
+    try:
+        with _create_below(directory, missing, path, created, exclusive=expected == ABSENT) as last:
+            return Change(revision=_tree_revision_of(ctx, last, path), count=created[0])
+    except (OSError, SandboxError) as exc:
+        if not created[0]:
+            raise
+        failure = exc if isinstance(exc, SandboxError) else ctx.resolver.error(exc, path)
+        raise type(failure)(
+            f"{failure.message} ({created[0]} of the {len(missing)} missing directories "
+            "were created before this failure)",
+            failure.code,
+        ) from None
+
+
+def _existing_directory(
+    ctx: FsContext, loc: Location, path: str, expected: str | None
+) -> Change | None:
+    """The answer for a directory that exists already (None: nothing is there)."""
+    try:
+        handle = ctx.resolver.resolve_location(loc, path)
+    except NotFound:
+        return None
+    with handle:
+        if not handle.is_dir:
+            raise AlreadyExists(f"EEXIST: a file that is not a directory already exists: {path}")
+        if expected is not None:
+            check(expected, revision_of_handle(ctx, handle, fresh=True) or "unknown", path)
+        return Change(revision=revision_of_handle(ctx, handle), count=0)
+
+
+def _create_below(
+    directory: Directory,
+    missing: tuple[str, ...],
+    path: str,
+    created: list[int],
+    *,
+    exclusive: bool,
+) -> Directory:
+    """Create ``missing`` one below the other, starting in ``directory`` (consumed:
+    closed, whatever happens); returns the last one, open.  ``created`` counts what
+    was made."""
+    try:
+        for depth, name in enumerate(missing):
+            try:
+                directory.mkdir(name)
+                created[0] += 1
+            except FileExistsError:
+                if exclusive and depth == len(missing) - 1:
+                    raise Conflict(
+                        f"Revision mismatch for {path}: it was created meanwhile"
+                    ) from None
+            try:
+                below = directory.subdirectory(name, path)
+            except OSError as exc:
+                if exc.errno in (errno.ENOTDIR, errno.ELOOP):
+                    raise NotADirectory(f"ENOTDIR: not a directory: {path}") from None
+                raise
+            directory.close()
+            directory = below
+    except BaseException:
+        directory.close()
+        raise
+    return directory
+
+
+def _tree_revision_of(ctx: FsContext, directory: Directory, path: str) -> str | None:
+    """The revision of a directory just created (None when it cannot be told)."""
+    try:
+        fd = directory.for_sync()
+    except OSError:
+        return None
+    readable = Directory(fd, directory.location, path, directory.confinement, readable=True)
+    with readable:
+        try:
+            return tree_revision_below(ctx, readable, path, ctx.limits.revision_entries)
+        except (OSError, TooManyEntries):
+            return None
