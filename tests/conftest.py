@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -8,6 +9,9 @@ from pathlib import Path
 import pytest
 
 from helpers import Tree, make_tree, snapshot
+from sandboxfs.binding import syscalls
+from sandboxfs.core import chokepoint
+from sandboxfs.fs import writes
 from sandboxfs.fs.sandbox import Sandbox
 
 
@@ -38,3 +42,46 @@ def outside_unchanged(tree: Tree):
     before = snapshot(tree.outside)
     yield
     assert snapshot(tree.outside) == before
+
+
+# -- mutants ---------------------------------------------------------------------
+#
+# tests/test_mutants.py runs named tests in a child pytest with SANDBOXFS_MUTANT
+# set: the mechanism under test is broken here, in the tests, never by a switch
+# in the code that ships.
+
+
+def _drop_beneath() -> None:
+    chokepoint.ALWAYS = syscalls.RESOLVE_NO_MAGICLINKS  # type: ignore[misc]
+
+
+def _drop_no_xdev() -> None:
+    chokepoint.CROSSING = 0  # type: ignore[misc]
+
+
+def _drop_no_symlinks_on_leaves() -> None:
+    chokepoint.EXACT = 0  # type: ignore[misc]
+
+
+def _drop_rename_barrier() -> None:
+    writes.rename_barrier = lambda parent: True  # type: ignore[assignment]
+
+
+def _drop_reopen_identity_check() -> None:
+    chokepoint.same_file = lambda a, b: True  # type: ignore[assignment]
+
+
+MUTANTS = {
+    "drop-RESOLVE_BENEATH": _drop_beneath,
+    "drop-RESOLVE_NO_XDEV": _drop_no_xdev,
+    "drop-RESOLVE_NO_SYMLINKS-on-leaves": _drop_no_symlinks_on_leaves,
+    "drop-rename-barrier": _drop_rename_barrier,
+    "drop-reopen-identity-check": _drop_reopen_identity_check,
+}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    mutant = os.environ.get("SANDBOXFS_MUTANT")
+    if mutant:
+        MUTANTS[mutant]()
+        print(f"MUTANT APPLIED: {mutant}")

@@ -1,0 +1,65 @@
+"""Mutation checks: break one mechanism at a time and a named test must fail.
+
+Each mutant is applied by ``tests/conftest.py`` in a child pytest (never by the
+shipped code); the test named for it must then fail, and it passes in the
+normal suite.  A mutant that no test kills means a mechanism nothing proves.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import MUTANTS
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: mutant -> the test that must fail under it.
+KILLED_BY = {
+    "drop-RESOLVE_BENEATH": "tests/test_escapes.py::test_every_operation_refuses_escapes",
+    "drop-RESOLVE_NO_XDEV": "tests/test_no_xdev.py::test_nothing_behind_a_mount_point_is_reached",
+    "drop-RESOLVE_NO_SYMLINKS-on-leaves": (
+        "tests/test_chokepoint.py::test_a_leaf_is_never_followed_even_when_it_stays_inside"
+    ),
+    "drop-rename-barrier": (
+        "tests/test_appends.py::test_the_rename_barrier_catches_a_name_whose_unlink_is_under_way"
+    ),
+    "drop-reopen-identity-check": (
+        "tests/test_chokepoint.py::test_a_reopened_handle_is_the_same_object_or_nothing"
+    ),
+}
+
+
+def test_every_mutant_has_a_killer() -> None:
+    assert set(KILLED_BY) == set(MUTANTS)
+
+
+@pytest.mark.parametrize("mutant", sorted(KILLED_BY))
+def test_the_mutant_is_killed(mutant: str) -> None:
+    env = {**os.environ, "SANDBOXFS_MUTANT": mutant}
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-x",
+            "-q",
+            "-s",
+            "-p",
+            "no:cacheprovider",
+            KILLED_BY[mutant],
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert f"MUTANT APPLIED: {mutant}" in run.stdout
+    summary = run.stdout.strip().splitlines()[-1]
+    if run.returncode == 0 and "skipped" in summary and "passed" not in summary:
+        pytest.skip(f"the killing test cannot run here: {summary}")
+    assert run.returncode == 1 and "failed" in summary, run.stdout[-3000:]
