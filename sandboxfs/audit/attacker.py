@@ -2,7 +2,7 @@
 
     python -m sandboxfs.audit.attacker KIND ROOT OUTSIDE [ITERATIONS]
 
-Kinds (each loops until killed, or ITERATIONS times):
+Kinds (each loops until SIGTERM, or ITERATIONS times):
 
 * ``exchange-dir``   ROOT/d ⇄ ROOT/s with ``renameat2(RENAME_EXCHANGE)``, where ``s``
   is a symlink to OUTSIDE: a path through ``d`` sometimes leads outside.
@@ -11,20 +11,36 @@ Kinds (each loops until killed, or ITERATIONS times):
 * ``plant-hardlink`` ROOT/h is removed and re-created as a hard link to
   OUTSIDE/canary.txt.
 
+The attacker proves it attacked: once its fixture is in place it prints
+``ready`` on a line of its own, and when it stops it prints one JSON line with
+how many changes it made (``swaps``), how often it had to plant its fixture
+again because the server's own writes replaced it (``replants``), and how many
+attempts failed.  A server that writes over the planted symlink cannot end the
+attack: the attacker plants it again.
+
 The fixture each kind expects is made by :func:`prepare`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import select
+import signal
+import stat
+import subprocess
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Final, final
 
 from sandboxfs.binding import syscalls
 
 KINDS: Final = ("exchange-dir", "swap-file", "rename-away", "plant-hardlink")
+#: How long a caller waits for the attacker to say it is ready, in seconds.
+READY_TIMEOUT: Final = 60.0
 
 
 def prepare(kind: str, root: Path, outside: Path, canary: bytes) -> None:
@@ -49,20 +65,74 @@ def prepare(kind: str, root: Path, outside: Path, canary: bytes) -> None:
         raise ValueError(f"unknown attack {kind!r}")
 
 
-def attack(kind: str, root: Path, outside: Path, iterations: int = 0) -> int:
-    """Run the attack; returns how many changes it made."""
+@final
+@dataclass
+class Tally:
+    """What an attack did."""
+
+    swaps: int = 0
+    replants: int = 0
+    failures: int = 0
+
+
+def _kind_at(dir_fd: int, name: str) -> str:
+    try:
+        mode = os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode
+    except FileNotFoundError:
+        return "absent"
+    if stat.S_ISLNK(mode):
+        return "link"
+    return "dir" if stat.S_ISDIR(mode) else "file"
+
+
+def _replant(kind: str, root_fd: int, outside: Path) -> bool:
+    """Put back the symlink the attack needs if the server's writes replaced it."""
+    if kind == "swap-file":
+        kinds = {_kind_at(root_fd, "f"), _kind_at(root_fd, "f-link")}
+        if "link" in kinds:
+            return False
+        for name in ("f", "f-link"):
+            if _kind_at(root_fd, name) == "absent":
+                os.symlink(str(outside / "canary.txt"), name, dir_fd=root_fd)
+                return True
+        os.unlink("f-link", dir_fd=root_fd)
+        os.symlink(str(outside / "canary.txt"), "f-link", dir_fd=root_fd)
+        return True
+    if kind == "exchange-dir":
+        kinds = {_kind_at(root_fd, "d"), _kind_at(root_fd, "s")}
+        if "link" in kinds:
+            return False
+        missing = "s" if _kind_at(root_fd, "s") == "absent" else "d"
+        if _kind_at(root_fd, missing) == "absent":
+            os.symlink(str(outside), missing, dir_fd=root_fd)
+            return True
+    return False
+
+
+def attack(
+    kind: str,
+    root: Path,
+    outside: Path,
+    iterations: int = 0,
+    stopped: Callable[[], bool] = lambda: False,
+) -> Tally:
+    """Run the attack until ``stopped()`` (or ``iterations`` changes)."""
     root_fd = os.open(root, os.O_PATH | os.O_DIRECTORY)
     out_fd = os.open(outside, os.O_PATH | os.O_DIRECTORY)
-    done = 0
+    tally = Tally()
     try:
-        while iterations == 0 or done < iterations:
-            with contextlib.suppress(OSError):
+        while not stopped() and (iterations == 0 or tally.swaps < iterations):
+            try:
+                if _replant(kind, root_fd, outside):
+                    tally.replants += 1
                 _step(kind, root_fd, out_fd, outside)
-                done += 1
+                tally.swaps += 1
+            except OSError:
+                tally.failures += 1
     finally:
         os.close(root_fd)
         os.close(out_fd)
-    return done
+    return tally
 
 
 def _step(kind: str, root_fd: int, out_fd: int, outside: Path) -> None:
@@ -81,12 +151,48 @@ def _step(kind: str, root_fd: int, out_fd: int, outside: Path) -> None:
         raise ValueError(f"unknown attack {kind!r}")
 
 
+@final
+class AttackerProcess:
+    """An attacker in a process of its own: started, waited for until it is ready,
+    stopped, and asked what it did."""
+
+    def __init__(self, kind: str, root: Path, outside: Path) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "sandboxfs.audit.attacker", kind, str(root), str(outside)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
+        assert self.process.stdout is not None
+        ready, _, _ = select.select([self.process.stdout], [], [], READY_TIMEOUT)
+        line = self.process.stdout.readline() if ready else b""
+        if line.strip() != b"ready":
+            self.process.kill()
+            self.process.wait()
+            raise RuntimeError(f"the {kind} attacker did not get ready: {line!r}")
+
+    def stop(self) -> Tally:
+        """Stop the attack and return its tally."""
+        self.process.send_signal(signal.SIGTERM)
+        out, _ = self.process.communicate(timeout=READY_TIMEOUT)
+        lines = out.decode().strip().splitlines()
+        return Tally(**json.loads(lines[-1])) if lines else Tally()
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
 def main(argv: list[str]) -> int:
     if len(argv) not in (3, 4) or argv[0] not in KINDS:
         print(__doc__, file=sys.stderr)
         return 2
     iterations = int(argv[3]) if len(argv) == 4 else 0
-    attack(argv[0], Path(argv[1]), Path(argv[2]), iterations)
+    stop = []
+    signal.signal(signal.SIGTERM, lambda *_: stop.append(True))  # before "ready"
+    print("ready", flush=True)
+    tally = attack(argv[0], Path(argv[1]), Path(argv[2]), iterations, lambda: bool(stop))
+    print(json.dumps(tally.__dict__), flush=True)
     return 0
 
 
