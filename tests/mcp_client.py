@@ -28,6 +28,8 @@ from sandboxfs.session.fastlane import NO_FAST_LANE_ENV
 Era = Literal["2025", "2026"]
 ERAS: tuple[Era, ...] = ("2025", "2026")
 SERVER = [sys.executable, "-m", "sandboxfs"]
+#: The server with test-only patches (tests/patched_server.py): PATCHED + [PATCHES, *ARGS].
+PATCHED = [sys.executable, str(Path(__file__).resolve().parent / "patched_server.py")]
 
 
 @dataclass

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from helpers import CANARY, Tree, snapshot
-from mcp_client import SERVER, run, server_env, session
+from mcp_client import PATCHED, SERVER, run, server_env, session
 from sandboxfs.core import landlock
 from sandboxfs.core.allowlist import Root
 
@@ -45,12 +45,12 @@ def _in_confined_child(root: Path, check: Callable[[], Any], *, read_only: bool 
 
 
 def test_outside_reads_and_writes_fail_even_with_the_openat2_layer_bypassed(tree: Tree) -> None:
-    """The layer on its own: the test switch makes the openat2 layer admit "/"."""
+    """The layer on its own: a test-only patch makes the openat2 layer admit "/"."""
     (tree.root / "in.txt").write_text("inside")
     before = snapshot(tree.outside)
 
     async def main() -> None:
-        async with session(str(tree.root), env={"SANDBOXFS_TEST_BYPASS_OPENAT2": "1"}) as s:
+        async with session(command=[*PATCHED, "bypass-openat2", str(tree.root)]) as s:
             assert await s.text("read_text_file", path="in.txt") == "inside"
             await s.text("write_file", path="new.txt", content="fine")
             secret = str(tree.outside / "secret.txt")
@@ -67,7 +67,7 @@ def test_outside_reads_and_writes_fail_even_with_the_openat2_layer_bypassed(tree
             )
             assert "EACCES" in await s.error("list_directory", path=str(tree.outside))
             log = s.log()
-        assert "TEST MODE: SANDBOXFS_TEST_BYPASS_OPENAT2 is set" in log
+        assert "TEST PATCHES APPLIED: bypass-openat2" in log
 
     run(main)
     assert snapshot(tree.outside) == before
@@ -136,9 +136,12 @@ def test_signals_and_abstract_sockets_are_scoped(tree: Tree) -> None:
         server.close()
 
 
-def _start(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def _start(
+    *args: str, env: dict[str, str] | None = None, patches: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    command = SERVER if patches is None else [*PATCHED, patches]
     return subprocess.run(
-        [*SERVER, *args],
+        [*command, *args],
         input="",
         capture_output=True,
         text=True,
@@ -148,11 +151,11 @@ def _start(*args: str, env: dict[str, str] | None = None) -> subprocess.Complete
 
 
 def test_missing_landlock_is_reported_loudly(tree: Tree) -> None:
-    no_landlock = {"SANDBOXFS_TEST_LANDLOCK_ABI": "0"}
-    warned = _start(str(tree.root), env=no_landlock)
+    no_landlock = "landlock-abi=0"
+    warned = _start(str(tree.root), patches=no_landlock)
     assert warned.returncode == 0
     assert "WARNING: the kernel does not support Landlock" in warned.stderr
-    refused = _start("--require-landlock", str(tree.root), env=no_landlock)
+    refused = _start("--require-landlock", str(tree.root), patches=no_landlock)
     assert refused.returncode == 1
     assert "--require-landlock" in refused.stderr
     assert _start("--require-landlock").returncode == 1  # nothing to confine to
@@ -160,3 +163,12 @@ def test_missing_landlock_is_reported_loudly(tree: Tree) -> None:
     assert "Landlock ABI" in enforced.stderr
     disabled = _start("--no-landlock", str(tree.root))
     assert "Landlock disabled" in disabled.stderr
+
+
+def test_a_test_switch_that_would_widen_access_is_refused(tree: Tree) -> None:
+    """The switch that once admitted "/" (and any switch the server does not know)
+    stops the server at startup instead of being ignored or obeyed."""
+    for switch in ("SANDBOXFS_TEST_BYPASS_OPENAT2", "SANDBOXFS_TEST_LANDLOCK_ABI"):
+        started = _start("--no-landlock", str(tree.root), env={switch: "1"})
+        assert started.returncode == 1, started.stderr
+        assert f"unknown test switch {switch}" in started.stderr

@@ -17,6 +17,7 @@ from sidecar_helpers import TOKEN, free_port, http_client, mode_of, sidecar, uni
 
 from helpers import Tree
 from mcp_client import SERVER, run, server_env
+from sandboxfs.transports.sidecar import Gate
 
 INIT = json.dumps(
     {
@@ -108,6 +109,27 @@ def test_refuses_non_loopback_without_a_token(tree: Tree, tmp_path: Path) -> Non
         timeout=60,
     )
     assert empty.returncode == 1 and "is empty" in empty.stderr
+
+
+@pytest.mark.parametrize("blank", ["", "  ", "\t\n"])
+@pytest.mark.parametrize("host", ["0.0.0.0", "127.0.0.1"])
+def test_an_empty_token_is_never_a_credential(tree: Tree, blank: str, host: str) -> None:
+    """SANDBOXFS_TOKEN set but empty (what an unset variable in a compose file or pod
+    spec gives) stops the server, on any address: it is neither a token nor "none"."""
+    result = subprocess.run(
+        [*SERVER, "--http", f"{host}:{free_port()}", str(tree.root)],
+        capture_output=True,
+        text=True,
+        env=server_env({"SANDBOXFS_TOKEN": blank}),
+        timeout=60,
+    )
+    assert result.returncode == 1, result.stderr
+    assert "SANDBOXFS_TOKEN is set but empty" in result.stderr
+
+
+def test_the_gate_refuses_an_empty_token() -> None:
+    with pytest.raises(ValueError):
+        Gate(app=lambda *a: None, token=" ")  # type: ignore[arg-type]
 
 
 def test_token_file_and_unix_socket(tree: Tree) -> None:

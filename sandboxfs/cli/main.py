@@ -19,10 +19,15 @@ from typing import TYPE_CHECKING, Any, Final, NoReturn, TextIO, final
 import trio
 
 from sandboxfs import __version__
-from sandboxfs.binding.syscalls import Openat2Unavailable, probe_openat2, set_mmap_threshold
+from sandboxfs.binding.syscalls import (
+    TEST_OPENAT2_ERRNO_ENV,
+    Openat2Unavailable,
+    probe_openat2,
+    set_mmap_threshold,
+)
 from sandboxfs.core import landlock
 from sandboxfs.core.allowlist import AllowList, Root
-from sandboxfs.core.watch import Stall
+from sandboxfs.core.watch import TEST_STALL_ENV, Stall
 from sandboxfs.fs.limits import LIMIT_HELP, Limits
 from sandboxfs.session.access import AccessControl
 from sandboxfs.session.auditlog import AuditLog
@@ -66,9 +71,11 @@ FLAGS: Final[dict[str, tuple[str, str]]] = {
     ),
 }
 
-#: Test-only switch: after Landlock applies, allow "/" at the openat2 layer, so that
-#: only Landlock stands between a request and the rest of the filesystem.
-TEST_BYPASS_OPENAT2_ENV: Final = "SANDBOXFS_TEST_BYPASS_OPENAT2"
+#: The test-only switches the server knows.  None of them widens what it serves:
+#: each makes it stricter (a simulated kernel without openat2), slower (a stalled
+#: step) or take another code path of the protocol.  Any other SANDBOXFS_TEST_*
+#: variable is refused at startup (what a test must weaken lives in the tests).
+TEST_SWITCHES: Final = frozenset({TEST_OPENAT2_ERRNO_ENV, TEST_STALL_ENV, NO_FAST_LANE_ENV})
 
 LANDLOCK_NOTE: Final = (
     "Landlock confines this server to the command-line directories: client Roots can "
@@ -275,8 +282,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 def serve(args: Arguments) -> int:
     """Open the directories, confine the process, then serve stdio or HTTP."""
     for name in sorted(os.environ):
-        if name.startswith("SANDBOXFS_TEST_"):
-            log.warning("WARNING: TEST MODE: %s is set; never set it in production", name)
+        if not name.startswith("SANDBOXFS_TEST_"):
+            continue
+        if name not in TEST_SWITCHES:
+            _fail(f"unknown test switch {name} is set; unset it (the server never widens access)")
+        log.warning("WARNING: TEST MODE: %s is set; never set it in production", name)
     try:
         probe_openat2()
     except Openat2Unavailable as exc:
@@ -300,8 +310,6 @@ def serve(args: Arguments) -> int:
     audit = AuditLog(_open_audit_log(args.audit_log))
     accounts = Accounts.load()
     landlocked = _apply_landlock(roots, args)
-    if os.environ.get(TEST_BYPASS_OPENAT2_ENV) == "1":
-        roots.append(Root.open("/"))  # the openat2 layer now admits every path
     access = AccessControl(
         AllowList.of(roots),
         confine=args.confine_roots or landlocked,
@@ -385,6 +393,11 @@ def _sidecar_options(args: Arguments, roots: list[Root]) -> SidecarOptions:
     except ValueError as exc:
         _fail(str(exc))
     token = os.environ.get(TOKEN_ENV)
+    if token is not None and not token.strip():
+        _fail(
+            f"{TOKEN_ENV} is set but empty: a token must not be blank (unset it to serve "
+            "loopback without one, or give a real token)"
+        )
     if args.token_file:
         try:
             with open(args.token_file, encoding="utf-8") as f:

@@ -48,9 +48,6 @@ NET_CONNECT_TCP: Final = 1 << 1  # ABI 4
 SCOPE_ABSTRACT_UNIX_SOCKET: Final = 1 << 0  # ABI 6
 SCOPE_SIGNAL: Final = 1 << 1  # ABI 6
 
-#: Test-only switch: pretend the kernel reports this Landlock ABI (0: none).
-TEST_ABI_ENV: Final = "SANDBOXFS_TEST_LANDLOCK_ABI"
-
 _READ: Final = READ_FILE | READ_DIR
 _WRITE: Final = WRITE_FILE | REMOVE_DIR | REMOVE_FILE | MAKE_DIR | MAKE_REG | MAKE_SYM
 
@@ -81,9 +78,6 @@ def root_rights(abi: int, *, read_only: bool) -> int:
 
 def abi_version() -> int:
     """The kernel's Landlock ABI, 0 when Landlock is missing or disabled."""
-    simulated = os.environ.get(TEST_ABI_ENV)
-    if simulated is not None:
-        return int(simulated)
     try:
         return syscalls.landlock_abi_version()
     except OSError as exc:

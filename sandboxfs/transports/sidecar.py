@@ -148,6 +148,10 @@ class Gate:
     in_flight: int = 0
     idle: trio.Event = field(default_factory=trio.Event)
 
+    def __post_init__(self) -> None:
+        if self.token is not None and not self.token.strip():
+            raise ValueError("an empty bearer token is no credential")
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)

@@ -1,0 +1,53 @@
+"""The sandboxfs server with test-only patches applied in this process.
+
+    python tests/patched_server.py PATCH[,PATCH...] ARGS...
+
+What a test needs to weaken lives here, in the tests, never as a switch the
+shipped server reads:
+
+* ``bypass-openat2``: once Landlock is applied, the openat2 layer also admits
+  "/", so only Landlock stands between a request and the rest of the system;
+* ``landlock-abi=N``: the kernel's Landlock ABI reads as N (0: no Landlock).
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from sandboxfs.cli import main as cli
+from sandboxfs.core import landlock
+from sandboxfs.core.allowlist import Root
+
+
+def _bypass_openat2() -> None:
+    confine = landlock.confine
+
+    def confine_then_admit_everything(roots: list[Root], **options: Any) -> Any:
+        status = confine(roots, **options)
+        roots.append(Root.open("/"))  # the list the server builds its allow-list from
+        return status
+
+    landlock.confine = confine_then_admit_everything  # type: ignore[assignment]
+
+
+def _landlock_abi(value: str) -> None:
+    landlock.abi_version = lambda: int(value)  # type: ignore[assignment]
+
+
+def apply(patches: Sequence[str]) -> None:
+    for patch in patches:
+        name, _, value = patch.partition("=")
+        if name == "bypass-openat2":
+            _bypass_openat2()
+        elif name == "landlock-abi":
+            _landlock_abi(value)
+        else:
+            raise SystemExit(f"unknown patch {patch!r}")
+
+
+if __name__ == "__main__":
+    apply(sys.argv[1].split(","))
+    print("TEST PATCHES APPLIED: " + sys.argv[1], file=sys.stderr, flush=True)
+    sys.exit(cli.main(sys.argv[2:]))
