@@ -100,3 +100,23 @@ def unquote_path(path: str) -> str:
         return path
     parts = path.split("/")
     return "/".join(name if (name := unquote_name(part)) is not None else part for part in parts)
+
+
+def structured_name(name: str) -> str:
+    """A name for structured content: exact when JSON can carry it (any valid
+    Unicode, control characters included, which JSON escapes), the quoted form
+    when it holds bytes that are not UTF-8 (which would otherwise all become
+    U+FFFD and look alike)."""
+    if name.isascii() or _SURROGATES.search(name) is None:
+        return name
+    return quote_name(name)
+
+
+def structured_path(path: str) -> str:
+    """:func:`structured_name` for each component of a path."""
+    if path.isascii() or _SURROGATES.search(path) is None:
+        return path
+    return quote_path(path)
+
+
+_SURROGATES: Final = re.compile("[\ud800-\udfff]")

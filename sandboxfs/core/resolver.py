@@ -61,6 +61,7 @@ from sandboxfs.core.errors import (
     SandboxError,
     outside,
 )
+from sandboxfs.core.names import unquote_path
 from sandboxfs.core.pathnames import (
     absolute_request,
     check_leaf,
@@ -107,7 +108,8 @@ class Resolver:
         check_request_path(path)
         if self.allow.empty:
             raise AccessDenied("Access denied - no allowed directories")
-        absolute = absolute_request(path, self.allow.base, self.home)
+        # A name in the quoted form the tools show (core.names) stands for the exact name.
+        absolute = absolute_request(unquote_path(path), self.allow.base, self.home)
         hit = None if absolute is None else self.allow.map(absolute)
         if hit is None:
             raise outside(path)

@@ -19,6 +19,7 @@ from typing import Any, Final
 import re2
 
 from sandboxfs.core.errors import InvalidArgument, LimitExceeded, SandboxError
+from sandboxfs.core.names import quote_path, structured_path
 from sandboxfs.fs.files import OpenFile
 from sandboxfs.tools.globs import Glob, GlobError, compile_glob
 from sandboxfs.tools.spec import READ_ONLY, CallContext, Param, ToolResult, ToolSpec
@@ -103,7 +104,12 @@ class _Search:
         self.stopped = f"stopped after {seconds:g} s; narrow path or use glob"
         return True
 
-    def search_file(self, f: OpenFile, shown_path: str, seconds: float) -> None:
+    def search_file(
+        self, f: OpenFile, shown_path: str, seconds: float, exact_path: str | None = None
+    ) -> None:
+        """Search one file; its lines are reported as ``shown_path`` (and as
+        ``exact_path`` in structured content, when that differs)."""
+        exact = exact_path or shown_path
         # A file smaller than a block is read at once (a short read means its end).
         size = min(_BLOCK, f.stat.st_size + 1)
         line_number = 0  # lines before the current block
@@ -120,19 +126,20 @@ class _Search:
             block = carry + chunk if carry else chunk
             if not chunk or len(chunk) < size:
                 if block:
-                    self._block(block, line_number, shown_path)
+                    self._block(block, line_number, (shown_path, exact))
                 return
             cut = block.rfind(b"\n") + 1
             if cut == 0:
                 carry = block
                 continue
-            self._block(block[:cut], line_number, shown_path)
+            self._block(block[:cut], line_number, (shown_path, exact))
             line_number += block.count(b"\n", 0, cut)
             carry = block[cut:]
             if self.out_of_time(seconds):
                 return
 
-    def _block(self, block: bytes, before: int, shown_path: str) -> None:
+    def _block(self, block: bytes, before: int, paths: tuple[str, str]) -> None:
+        shown_path, exact_path = paths
         hits = list(self.matcher.hits(block))
         if not hits:
             return
@@ -158,7 +165,7 @@ class _Search:
             last_printed = max(last_printed, hi - 1)
             self.matches.append(
                 {
-                    "path": shown_path,
+                    "path": exact_path,
                     "line": number,
                     "text": _shown(lines[index]),
                     "before": [_shown(x) for x in lines[lo:index]],
@@ -237,10 +244,11 @@ def _walk(ctx: CallContext, walker: Walker, search: _Search, name_filter: Glob |
                 subject = relative if "/" in (name_filter.pattern or "") else entry.name
                 if not name_filter.matches(subject):
                     continue
-            shown = f"{prefix}/{relative}" if prefix != "/" else f"/{relative}"
+            shown = f"{prefix}/{quote_path(relative)}" if prefix != "/" else f"/{relative}"
+            exact = f"{prefix}/{structured_path(relative)}" if prefix != "/" else f"/{relative}"
             try:
                 with walker.tree.open_file(tuple(relative.split("/")), shown) as f:
-                    search.search_file(f, shown, ctx.limits.search_seconds)
+                    search.search_file(f, shown, ctx.limits.search_seconds, exact)
             except SandboxError:
                 continue  # vanished or unreadable meanwhile: not a match
     except LimitExceeded as exc:

@@ -7,6 +7,7 @@ import base64
 import stat
 from typing import Any
 
+from sandboxfs.core.names import quote_name, quote_path, structured_name, structured_path
 from sandboxfs.fs.describe import Description
 from sandboxfs.fs.entries import Entry, kind_of
 from sandboxfs.tools.format import format_size, iso_time
@@ -20,12 +21,12 @@ def _prefix(entry: Entry) -> str:
 def list_directory(ctx: CallContext, /, path: str) -> ToolResult:
     listing = ctx.sandbox.list_dir(path)
     entries = listing.entries
-    text = "\n".join(f"{_prefix(e)} {e.name}" for e in entries)
+    text = "\n".join(f"{_prefix(e)} {quote_name(e.name)}" for e in entries)
     return ToolResult(
         text=text,
         structured={
             "path": path,
-            "entries": [{"name": e.name, "type": e.kind} for e in entries],
+            "entries": [{"name": structured_name(e.name), "type": e.kind} for e in entries],
             "revision": listing.revision,
         },
     )
@@ -51,12 +52,12 @@ def list_directory_with_sizes(
     for entry, size in rows:
         if entry.kind == "directory":
             dirs += 1
-            lines.append(f"[DIR] {entry.name:<30} ")
+            lines.append(f"[DIR] {quote_name(entry.name):<30} ")
             continue
         files += 1
         total += size or 0
         shown = "unknown" if size is None else format_size(size)
-        lines.append(f"[FILE] {entry.name:<30} {shown:>10}")
+        lines.append(f"[FILE] {quote_name(entry.name):<30} {shown:>10}")
     lines += [
         "",
         f"Total: {files} files, {dirs} directories",
@@ -64,7 +65,7 @@ def list_directory_with_sizes(
     ]
     structured: dict[str, Any] = {
         "path": path,
-        "entries": [{"name": e.name, "type": e.kind, "size": s} for e, s in rows],
+        "entries": [{"name": structured_name(e.name), "type": e.kind, "size": s} for e, s in rows],
         "totalFiles": files,
         "totalDirectories": dirs,
         "combinedSize": total,
@@ -78,10 +79,16 @@ def _shown_xattrs(attributes: dict[str, bytes]) -> dict[str, str]:
     shown: dict[str, str] = {}
     for name, value in attributes.items():
         try:
-            shown[name] = value.decode("utf-8")
+            shown[structured_name(name)] = value.decode("utf-8")
         except UnicodeDecodeError:
-            shown[name] = "base64:" + base64.b64encode(value).decode("ascii")
+            shown[structured_name(name)] = "base64:" + base64.b64encode(value).decode("ascii")
     return shown
+
+
+def _shown_field(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    return quote_path(value) if isinstance(value, str) else str(value)
 
 
 def _link_fields(found: Description) -> dict[str, Any]:
@@ -90,7 +97,8 @@ def _link_fields(found: Description) -> dict[str, Any]:
         return {"isSymlink": False}
     if not found.target_inside:
         return {"isSymlink": True, "symlinkTarget": None, "symlinkTargetInside": False}
-    return {"isSymlink": True, "symlinkTarget": found.link_text, "symlinkTargetInside": True}
+    text = structured_path(found.link_text) if found.link_text is not None else None
+    return {"isSymlink": True, "symlinkTarget": text, "symlinkTargetInside": True}
 
 
 def get_file_info(ctx: CallContext, /, path: str) -> ToolResult:
@@ -112,12 +120,8 @@ def get_file_info(ctx: CallContext, /, path: str) -> ToolResult:
         **_link_fields(found),
     }
     xattrs = _shown_xattrs(found.xattrs)
-    lines = [
-        f"{key}: {str(value).lower() if isinstance(value, bool) else value}"
-        for key, value in fields.items()
-        if value is not None
-    ]
-    lines += [f"xattr {name}: {value}" for name, value in xattrs.items()]
+    lines = [f"{key}: {_shown_field(value)}" for key, value in fields.items() if value is not None]
+    lines += [f"xattr {quote_name(name)}: {quote_name(value)}" for name, value in xattrs.items()]
     revision = found.revision
     if revision is not None:
         lines.append(f"revision: {revision}")

@@ -22,6 +22,7 @@ from sandboxfs.core.errors import (
     NotFound,
     PermissionDenied,
 )
+from sandboxfs.core.names import quote_name, quote_path, structured_path
 from sandboxfs.fs.entries import Entry
 from sandboxfs.fs.walks import TreeWalk
 from sandboxfs.tools.format import display_base
@@ -63,7 +64,8 @@ class Walker:
         self.unreadable: list[tuple[str, str]] = []
 
     def display(self, rel: tuple[str, ...]) -> str:
-        return "/".join((self.base, *rel)) if rel else self.path
+        """Where ``rel`` is, for the client: below the path it gave, names quoted."""
+        return "/".join((self.base, *map(quote_name, rel))) if rel else self.path
 
     def children(self, rel: tuple[str, ...]) -> list[tuple[str, Entry]] | None:
         """(relative path, entry) for each entry of the directory at ``rel`` that is not
@@ -123,7 +125,8 @@ def search_files(
 ) -> ToolResult:
     matcher = _compile([pattern])[0]
     walker = Walker(ctx, path, "search_files", _excluder(excludePatterns or []))
-    matches: list[str] = []
+    matches: list[str] = []  # as shown: names quoted where they need it
+    exact: list[str] = []  # as structured content carries them
     base = walker.base
     # Depth-first, pre-order: a directory's contents come right after it.  The glob
     # advances name by name; below a directory whose state is 0 nothing can match.
@@ -147,11 +150,12 @@ def search_files(
             if len(steps) < _REMEMBERED_STEPS:
                 steps[key] = here
         if matcher.accepts(here):
-            full = f"{base}/{relative}"
+            full = f"{base}/{quote_path(relative)}"
             if entry.kind != "symlink" or walker.tree.link_stays_inside(
                 tuple(relative.split("/")), full
             ):
                 matches.append(full)
+                exact.append(f"{base}/{structured_path(relative)}")
         if entry.kind == "directory" and (here or not prune):
             below = walker.children(tuple(relative.split("/")))
             if below:
@@ -166,7 +170,7 @@ def search_files(
     return ToolResult(
         text=text,
         structured={
-            "matches": matches,
+            "matches": exact,
             "unreadable": [{"path": p, "code": c} for p, c in walker.unreadable],
             "visited": walker.visited,
         },
@@ -200,9 +204,9 @@ def directory_tree(
         nodes: list[dict[str, Any]] = []
         for _, entry in children:
             if entry.kind != "directory":
-                nodes.append({"name": entry.name, "type": "file"})
+                nodes.append({"name": quote_name(entry.name), "type": "file"})
                 continue
-            node: dict[str, Any] = {"name": entry.name, "type": "directory"}
+            node: dict[str, Any] = {"name": quote_name(entry.name), "type": "directory"}
             if depth is None or len(rel) + 1 < depth:
                 inner = (*rel, entry.name)
                 below = walker.children(inner)
