@@ -33,10 +33,10 @@ from sandboxfs.session.access import AccessControl
 from sandboxfs.session.auditlog import AuditLog
 from sandboxfs.session.fastlane import NO_FAST_LANE_ENV, FastLane
 from sandboxfs.session.jsonrpc import SUPPORTED_VERSIONS
-from sandboxfs.session.server import SandboxfsServer, ServerOptions
+from sandboxfs.session.server import InputCloser, SandboxfsServer, ServerOptions
 from sandboxfs.tools.accounts import Accounts
 from sandboxfs.transports.sidecar import TOKEN_ENV, Endpoint, SidecarOptions, listen, serve_http
-from sandboxfs.transports.stdio import InputCloser, serve_stdio, take_stdio
+from sandboxfs.transports.stdio import serve_stdio, take_stdio
 
 if TYPE_CHECKING:
     from mcp.server.lowlevel.server import Server

@@ -68,3 +68,65 @@ def error_frame(request_id: Any, code: int, message: str, data: Any = None) -> b
         error["data"] = data
     frame = {"jsonrpc": "2.0", "id": request_id, "error": error}
     return (json.dumps(frame, separators=(",", ":")) + "\n").encode()
+
+
+#: Frames at least this big are sent without a copy to append the newline.
+_SPLIT_FRAME: Final = 64 * 1024
+
+
+def framed(frame: bytes) -> bytes:
+    """A JSON frame with its newline; a big one without (the relay sends it apart,
+    sparing a copy of the frame)."""
+    return frame + b"\n" if len(frame) < _SPLIT_FRAME else frame
+
+
+def _envelope_problem(obj: dict[str, Any]) -> str | None:
+    """Why ``obj`` is not a JSON-RPC 2.0 message, or None if its envelope is sound."""
+    if obj.get("jsonrpc") != "2.0":
+        return "jsonrpc must be 2.0"
+    if "method" in obj and not isinstance(obj["method"], str):
+        return "bad method"
+    if "params" in obj and not isinstance(obj["params"], dict):
+        return "bad params"
+    kinds = [key for key in ("method", "result", "error") if key in obj]
+    if not kinds:
+        return "no method, result or error"
+    if len(kinds) > 1:
+        return f"{' and '.join(kinds)} cannot appear together"
+    return None
+
+
+#: The members of a request the fast lane may take without pydantic's validation.
+_PLAIN_REQUEST: Final = frozenset({"jsonrpc", "id", "method", "params"})
+_PLAIN_NOTIFICATION: Final = frozenset({"jsonrpc", "method", "params"})
+
+
+def decode(line: bytes) -> dict[str, Any] | bytes | None:
+    """A JSON-RPC object with a sound envelope, an error line to send back, or None
+    (blank)."""
+    if not line.strip():
+        return None
+    try:
+        obj = json.loads(line)
+    except (ValueError, RecursionError):
+        return error_frame(None, PARSE_ERROR, "Parse error")
+    if not isinstance(obj, dict):
+        return error_frame(None, INVALID_REQUEST, "Invalid Request")
+    # A bad id would make pydantic read a request as a notification: refuse it first.
+    if "id" in obj and not valid_id(obj["id"]):
+        return error_frame(None, INVALID_REQUEST, "Invalid Request: bad id")
+    problem = _envelope_problem(obj)
+    if problem is not None:
+        return error_frame(obj.get("id"), INVALID_REQUEST, f"Invalid Request: {problem}")
+    return obj
+
+
+def plain_request(obj: dict[str, Any]) -> bool:
+    """A request with nothing beyond what :func:`decode` checked: the fast lane may
+    take it as it is."""
+    return "id" in obj and "method" in obj and obj.keys() <= _PLAIN_REQUEST
+
+
+def plain_notification(obj: dict[str, Any]) -> bool:
+    """A notification with nothing beyond what :func:`decode` checked."""
+    return "id" not in obj and "method" in obj and obj.keys() <= _PLAIN_NOTIFICATION

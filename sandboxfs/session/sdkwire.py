@@ -13,8 +13,7 @@ import mcp_types as types
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
-from sandboxfs.session.jsonrpc import error_frame
-from sandboxfs.transports.stdio import decode, framed
+from sandboxfs.session.jsonrpc import decode, error_frame, framed
 
 
 def to_message(obj: dict[str, Any]) -> SessionMessage | bytes:
@@ -58,7 +57,7 @@ def sanitize(message: types.JSONRPCMessage, versions: Sequence[str]) -> types.JS
 
 
 def encode(message: types.JSONRPCMessage) -> bytes:
-    """The wire frame for a message (see :func:`sandboxfs.transports.stdio.framed`)."""
+    """The wire frame for a message (see :func:`sandboxfs.session.jsonrpc.framed`)."""
     # Straight to bytes: model_dump_json would decode them into a str first, and a
     # big result would then be copied twice more on its way out.
     return framed(

@@ -37,7 +37,6 @@ from sandboxfs.session.blocking import BlockingRunner
 from sandboxfs.session.jsonrpc import INVALID_PARAMS, MODERN_VERSIONS, ProtocolError
 from sandboxfs.tools import CallContext, MediaBlock, ToolResult, ToolSpec, served_tools
 from sandboxfs.tools.accounts import Accounts
-from sandboxfs.transports.stdio import InputCloser
 
 log = logging.getLogger("sandboxfs")
 
@@ -166,6 +165,18 @@ def tool_definition(spec: ToolSpec, input_schema: dict[str, Any]) -> dict[str, A
             "openWorldHint": a.open_world,
         },
     }
+
+
+@final
+class InputCloser:
+    """Ends the connection from inside: stops reading, so the server loop sees end of
+    input, answers what it can, and returns once everything is written."""
+
+    def __init__(self) -> None:
+        self.scope = trio.CancelScope()
+
+    def close(self) -> None:
+        self.scope.cancel()
 
 
 @final

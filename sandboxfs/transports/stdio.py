@@ -45,12 +45,15 @@ from sandboxfs.session.fastlane import FastLane, Job
 from sandboxfs.session.jsonrpc import (
     INTERNAL_ERROR,
     INVALID_REQUEST,
-    PARSE_ERROR,
     ProtocolError,
     correlation_key,
+    decode,
     error_frame,
-    valid_id,
+    framed,
+    plain_notification,
+    plain_request,
 )
+from sandboxfs.session.server import InputCloser
 
 if TYPE_CHECKING:
     from mcp.server.lowlevel.server import Server
@@ -67,72 +70,11 @@ _READ_SIZE: Final = 256 * 1024
 #: Capacity asked for the stdout pipe (the unprivileged maximum by default).
 _PIPE_BYTES: Final = 1024 * 1024
 
-#: Frames at least this big are sent without a copy to append the newline.
-_SPLIT_FRAME: Final = 64 * 1024
-
 #: What the relay writes: a server message, or a frame already encoded (by the
 #: reader, or for a request the fast lane answered).
 Outgoing: TypeAlias = "SessionMessage | bytes"
 #: Builds the SDK's server for a connection (called at most once, when needed).
 SdkFactory: TypeAlias = "Callable[[], Server[Any]]"
-
-
-def framed(frame: bytes) -> bytes:
-    """A JSON frame with its newline; a big one without (the relay sends it apart,
-    sparing a copy of the frame)."""
-    return frame + b"\n" if len(frame) < _SPLIT_FRAME else frame
-
-
-def _envelope_problem(obj: dict[str, Any]) -> str | None:
-    """Why ``obj`` is not a JSON-RPC 2.0 message, or None if its envelope is sound."""
-    if obj.get("jsonrpc") != "2.0":
-        return "jsonrpc must be 2.0"
-    if "method" in obj and not isinstance(obj["method"], str):
-        return "bad method"
-    if "params" in obj and not isinstance(obj["params"], dict):
-        return "bad params"
-    kinds = [key for key in ("method", "result", "error") if key in obj]
-    if not kinds:
-        return "no method, result or error"
-    if len(kinds) > 1:
-        return f"{' and '.join(kinds)} cannot appear together"
-    return None
-
-
-#: The members of a request the fast lane may take without pydantic's validation.
-_PLAIN_REQUEST: Final = frozenset({"jsonrpc", "id", "method", "params"})
-_PLAIN_NOTIFICATION: Final = frozenset({"jsonrpc", "method", "params"})
-
-
-def decode(line: bytes) -> dict[str, Any] | bytes | None:
-    """A JSON-RPC object with a sound envelope, an error line to send back, or None
-    (blank)."""
-    if not line.strip():
-        return None
-    try:
-        obj = json.loads(line)
-    except (ValueError, RecursionError):
-        return error_frame(None, PARSE_ERROR, "Parse error")
-    if not isinstance(obj, dict):
-        return error_frame(None, INVALID_REQUEST, "Invalid Request")
-    # A bad id would make pydantic read a request as a notification: refuse it first.
-    if "id" in obj and not valid_id(obj["id"]):
-        return error_frame(None, INVALID_REQUEST, "Invalid Request: bad id")
-    problem = _envelope_problem(obj)
-    if problem is not None:
-        return error_frame(obj.get("id"), INVALID_REQUEST, f"Invalid Request: {problem}")
-    return obj
-
-
-def plain_request(obj: dict[str, Any]) -> bool:
-    """A request with nothing beyond what :func:`decode` checked: the fast lane may
-    take it as it is."""
-    return "id" in obj and "method" in obj and obj.keys() <= _PLAIN_REQUEST
-
-
-def plain_notification(obj: dict[str, Any]) -> bool:
-    """A notification with nothing beyond what :func:`decode` checked."""
-    return "id" not in obj and "method" in obj and obj.keys() <= _PLAIN_NOTIFICATION
 
 
 @final
@@ -175,18 +117,6 @@ class LineSplitter:
         rest = bytes(self._buffer) if self._buffer and not self._skipping else b""
         self._buffer.clear()
         return [rest] if rest else []
-
-
-@final
-class InputCloser:
-    """Ends the connection from inside: stops reading, so the server loop sees end of
-    input, answers what it can, and returns once everything is written."""
-
-    def __init__(self) -> None:
-        self.scope = trio.CancelScope()
-
-    def close(self) -> None:
-        self.scope.cancel()
 
 
 def take_stdio(stdin_fd: int = 0, stdout_fd: int = 1) -> tuple[int, int]:

@@ -1,0 +1,192 @@
+"""The layout keeps its promises: layers import one way, nothing imports in a
+circle, only the chokepoint opens client paths.
+
+Layers, lowest first: the compiled shim, ``binding``, ``core`` (the chokepoint),
+``fs`` (filesystem operations), ``tools`` (no MCP types), ``session``,
+``transports``, ``cli``.  A module may import its own layer and those below.
+The auditor (``audit``) sits beside: it may use the binding (its attacker makes
+raw syscalls) and nothing else of sandboxfs; only the CLI may start it.
+Lazy imports inside functions count; imports for type checking only do not.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parent.parent / "sandboxfs"
+
+RANKS = {
+    "_native": 0,
+    "binding": 1,
+    "core": 2,
+    "fs": 3,
+    "tools": 4,
+    "session": 5,
+    "transports": 6,
+    "cli": 7,
+    "__main__": 8,
+}
+
+#: Modules allowed to call path-taking os functions (or open()) and why; every
+#: other module works through descriptors the chokepoint handed out.
+PATH_CALLS = {
+    "core/chokepoint.py": "the *at calls on one entry name, relative to a held descriptor",
+    "core/allowlist.py": "opens the allowed directories the operator (or a client's Roots) names",
+    "core/roots.py": "checks a client's Roots, which define the allow-list itself",
+    "core/landlock.py": "opens Python's own directories for Landlock rules",
+    "binding/syscalls.py": "probes openat2 on /",
+    "cli/main.py": "the operator's files: token file, audit log, directories",
+    "cli/launch.py": "reads the kernel's transparent huge page mode",
+    "transports/stdio.py": "opens /dev/null for the private copies of fds 0 and 1",
+    "transports/sidecar.py": "the operator's unix socket path",
+    "audit/attacker.py": "the attacker changes the tree as a local attacker would",
+    "audit/cases.py": "the auditor builds fixtures",
+    "audit/harness.py": "the auditor builds and checks fixtures",
+}
+_PATH_FUNCTIONS = {
+    "open", "stat", "lstat", "readlink", "unlink", "remove", "rmdir", "mkdir", "makedirs",
+    "rename", "replace", "link", "symlink", "chmod", "chown", "lchown", "listdir", "scandir",
+    "mkfifo", "mknod", "truncate", "access", "chdir", "chroot", "removedirs", "statvfs", "walk",
+    "fwalk",
+}  # fmt: skip
+_OS_PATH_FUNCTIONS = {"realpath", "isdir", "isfile", "exists", "lexists", "islink", "getsize"}
+
+
+def _modules() -> Iterator[tuple[str, Path]]:
+    for path in sorted(PACKAGE.rglob("*.py")):
+        relative = path.relative_to(PACKAGE.parent).with_suffix("")
+        name = ".".join(relative.parts).removesuffix(".__init__")
+        yield name, path
+
+
+def _type_checking_only(tree: ast.Module) -> set[int]:
+    """Line numbers of imports under ``if TYPE_CHECKING:``."""
+    lines: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for inner in ast.walk(node):
+                if isinstance(inner, ast.Import | ast.ImportFrom):
+                    lines.add(inner.lineno)
+    return lines
+
+
+def _imports(name: str, path: Path, known: set[str]) -> set[str]:
+    """The sandboxfs modules ``name`` imports at run time (lazy imports included)."""
+    tree = ast.parse(path.read_text())
+    skipped = _type_checking_only(tree)
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if getattr(node, "lineno", None) in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            targets = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+        else:
+            continue
+        found.update(t for t in targets if t in known and t != name)
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = dict(_modules())
+    known = set(modules) | {"sandboxfs._native"}
+    return {name: _imports(name, path, known) for name, path in modules.items()}
+
+
+def _layer(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "package"
+
+
+GRAPH = _graph()
+
+
+def test_the_graph_sees_the_package() -> None:
+    assert "sandboxfs.core.chokepoint" in GRAPH["sandboxfs.core.resolver"]
+    assert {_layer(m) for m in GRAPH} >= set(RANKS) - {"_native"} | {"audit"}
+
+
+@pytest.mark.parametrize("module", sorted(GRAPH))
+def test_imports_go_one_way(module: str) -> None:
+    layer = _layer(module)
+    for imported in GRAPH[module]:
+        target = _layer(imported)
+        if imported == "sandboxfs":  # the package itself: its version only
+            continue
+        if layer == "audit":
+            assert target in ("audit", "binding"), f"{module} imports {imported}"
+        elif target == "audit":
+            assert layer == "cli", f"{module} imports the auditor"
+        elif layer == "package":
+            continue
+        else:
+            assert RANKS[target] <= RANKS[layer], f"{module} ({layer}) imports {imported}"
+
+
+def test_there_is_no_import_cycle() -> None:
+    state: dict[str, int] = {}
+    path: list[str] = []
+
+    def visit(module: str) -> None:
+        state[module] = 1
+        path.append(module)
+        for imported in sorted(GRAPH.get(module, ())):
+            if state.get(imported) == 1:
+                cycle = [*path[path.index(imported) :], imported]
+                raise AssertionError("import cycle: " + " -> ".join(cycle))
+            if imported in GRAPH and imported not in state:
+                visit(imported)
+        path.pop()
+        state[module] = 2
+
+    for module in sorted(GRAPH):
+        if module not in state:
+            visit(module)
+
+
+def _calls(path: Path) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if not isinstance(node, ast.Call):
+            continue
+        fn = node.func
+        if isinstance(fn, ast.Name) and fn.id in ("open", "openat2"):
+            found.add(fn.id)
+        if not isinstance(fn, ast.Attribute):
+            continue
+        if fn.attr == "openat2":
+            found.add("openat2")
+        owner = fn.value
+        if isinstance(owner, ast.Name) and owner.id == "os" and fn.attr in _PATH_FUNCTIONS:
+            found.add(f"os.{fn.attr}")
+        if (
+            isinstance(owner, ast.Attribute)
+            and isinstance(owner.value, ast.Name)
+            and owner.value.id == "os"
+            and owner.attr == "path"
+            and fn.attr in _OS_PATH_FUNCTIONS
+        ):
+            found.add(f"os.path.{fn.attr}")
+    return found
+
+
+def test_only_the_chokepoint_calls_openat2() -> None:
+    callers = {
+        str(path.relative_to(PACKAGE)) for _, path in _modules() if "openat2" in _calls(path)
+    }
+    assert callers == {"core/chokepoint.py", "binding/syscalls.py"}
+
+
+@pytest.mark.parametrize("module", sorted(str(p.relative_to(PACKAGE)) for _, p in _modules()))
+def test_only_named_modules_touch_paths(module: str) -> None:
+    """Filesystem operations, tools and the protocol work only through descriptors
+    the chokepoint handed out: none of them names a path to the kernel."""
+    calls = _calls(PACKAGE / module) - {"openat2"}
+    if module in PATH_CALLS:
+        return
+    assert calls == set(), f"{module} calls {sorted(calls)} on a path"
