@@ -72,6 +72,18 @@ class Session:
     def log(self) -> str:
         return self.stderr.read_text()
 
+    async def wait_for_log(self, text: str, count: int = 1) -> None:
+        """Wait until the server's log holds ``text`` (``count`` times)."""
+        await wait_for(lambda: self.log().count(text) >= count)
+
+
+async def wait_for(condition: Callable[[], bool], *, seconds: float = 60) -> None:
+    """Wait until ``condition()`` holds (polled): how a test waits for the server,
+    never a fixed sleep.  Fails the test after ``seconds``."""
+    with trio.fail_after(seconds):
+        while not condition():
+            await trio.sleep(0.01)
+
 
 def _text(result: types.CallToolResult) -> str:
     return "".join(c.text for c in result.content if isinstance(c, types.TextContent))

@@ -4,7 +4,6 @@ conditional writes, richer get_file_info, strict edits — end to end."""
 from __future__ import annotations
 
 import os
-import time
 import tracemalloc
 
 import pytest
@@ -64,11 +63,11 @@ def test_a_catastrophic_regex_answers_quickly(tree: Tree) -> None:
     (tree.root / "big.txt").write_text(("a" * 5000 + "!\n") * 200)
 
     async def main() -> None:
+        # A backtracking engine would take longer than the age of the universe on
+        # these; RE2 answers (the client's read timeout bounds the wait).
         async with session(str(tree.root)) as s:
-            started = time.monotonic()
             assert await s.text("grep_files", pattern="(a+)+$", regex=True) == "No matches found"
             assert await s.text("grep_files", pattern="(a|aa)*b", regex=True) == "No matches found"
-            assert time.monotonic() - started < 5
 
     run(main)
 

@@ -4,7 +4,6 @@ not hang the server, and one slow call never blocking the others."""
 from __future__ import annotations
 
 import os
-import time
 
 import trio
 
@@ -21,13 +20,16 @@ def test_a_stalled_directory_read_times_out_alone(tree: Tree) -> None:
 
     async def main() -> None:
         async with session(str(tree.root), "--fs-timeout", "1", env=STALL) as s:
-            started = time.monotonic()
             message = await s.error("search_files", path=".", pattern="**/*")
             assert message == f"Filesystem call timed out after 1000 ms: {tree.root}/slow"
-            assert time.monotonic() - started < 4
             message = await s.error("read_text_file", path="slow/f.txt")
             assert message == "Filesystem call timed out after 1000 ms: slow/f.txt"
-            # While slow calls are stalled in the background, fast ones still answer.
+            excluded = await s.text(
+                "search_files", path=".", pattern="**/*.txt", excludePatterns=["slow"]
+            )
+            assert excluded == f"{tree.root}/fast.txt"
+        # While slow calls are stalled in the background, fast ones still answer.
+        async with session(str(tree.root), "--fs-timeout", "3", env=STALL) as s:
             results: list[str] = []
 
             async def slow_call() -> None:
@@ -36,15 +38,10 @@ def test_a_stalled_directory_read_times_out_alone(tree: Tree) -> None:
             async with trio.open_nursery() as nursery:
                 for _ in range(3):
                     nursery.start_soon(slow_call)
-                await trio.sleep(0.2)
-                started = time.monotonic()
+                await s.wait_for_log("TEST MODE: stalling a step about slow", count=3)
                 assert await s.text("read_text_file", path="fast.txt") == "fast"
-                assert time.monotonic() - started < 0.8
-            assert all("timed out" in r for r in results)
-            excluded = await s.text(
-                "search_files", path=".", pattern="**/*.txt", excludePatterns=["slow"]
-            )
-            assert excluded == f"{tree.root}/fast.txt"
+                assert results == []  # answered while all three were stalled
+            assert len(results) == 3 and all("timed out" in r for r in results)
 
     run(main)
 
@@ -95,7 +92,7 @@ def test_special_files_never_hang_the_server(tree: Tree) -> None:
 
     async def main() -> None:
         async with session(str(tree.root)) as s:
-            with trio.fail_after(10):
+            with trio.fail_after(60):  # a guard against a hang, not a speed check
                 for tool, extra in [
                     ("read_text_file", {}),
                     ("read_media_file", {}),

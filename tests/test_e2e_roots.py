@@ -11,9 +11,10 @@ import json
 import mcp_types as types
 import pytest
 import trio
+import trio.testing
 
 from helpers import Tree
-from mcp_client import Roots, run, session, spawn_stdio
+from mcp_client import Roots, run, session, spawn_stdio, wait_for
 from sandboxfs.session.fastlane import NO_FAST_LANE_ENV
 
 
@@ -29,8 +30,12 @@ async def _allowed(s) -> list[str]:  # type: ignore[no-untyped-def]
 
 
 async def _changed(s, roots: Roots, paths: list[str]) -> None:  # type: ignore[no-untyped-def]
+    """Change the client's Roots and wait until the server has asked for them (calls
+    from then on wait for the update to land)."""
+    asked = roots.asked
     roots.paths = paths
     await s.client.session.send_notification(types.RootsListChangedNotification())
+    await wait_for(lambda: roots.asked > asked)
 
 
 def test_client_roots_replace_the_command_line(tree: Tree) -> None:
@@ -75,7 +80,6 @@ def test_confine_roots_narrows_clamps_and_ignores(tree: Tree) -> None:
             )
             # A root containing the command-line directory is clamped to it.
             await _changed(s, roots, ["/"])
-            await trio.sleep(0.2)
             assert await _allowed(s) == [str(tree.root)]
             assert await s.text("read_text_file", path=str(tree.root / "sibling.txt")) == "sibling"
             assert "Access denied" in await s.error("list_directory", path=str(elsewhere))
@@ -92,21 +96,40 @@ def test_calls_wait_for_roots_being_fetched(tree: Tree) -> None:
     other = tree.base / "other"
     other.mkdir()
 
-    class SlowRoots(Roots):
+    class HeldRoots(Roots):
+        """Answers roots/list only once the test releases it."""
+
+        def __init__(self, paths: list[str]) -> None:
+            super().__init__(paths)
+            self.entered = 0
+            self.release = trio.Event()
+            self.release.set()  # the first answer (at initialize) is not held
+
         async def answer(self, ctx):  # type: ignore[no-untyped-def]
-            await trio.sleep(1.5)
+            self.entered += 1
+            await self.release.wait()
             return await super().answer(ctx)
 
-    roots = SlowRoots([str(other)])
+    roots = HeldRoots([str(other)])
 
     async def main() -> None:
         async with session("--no-landlock", str(tree.root), era="2025", roots=roots) as s:
-            # Sent while the server is still waiting for the slow roots/list answer.
             assert await _allowed(s) == [str(other)]
             roots.paths = [str(tree.root)]
+            roots.release = trio.Event()
             await s.client.session.send_notification(types.RootsListChangedNotification())
-            await trio.sleep(0.1)  # the notification reaches the server; the answer is slow
-            assert await _allowed(s) == [str(tree.root)]
+            await wait_for(lambda: roots.entered == 2)  # the server asked; no answer yet
+            answers: list[list[str]] = []
+
+            async def call() -> None:
+                answers.append(await _allowed(s))
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(call)
+                await trio.testing.wait_all_tasks_blocked()  # the call was sent: it waits
+                assert answers == []
+                roots.release.set()
+            assert answers == [[str(tree.root)]]
 
     run(main)
 
@@ -122,18 +145,14 @@ def test_empty_update_revokes_once_roots_were_in_force(tree: Tree) -> None:
             # No root has been in force yet: an empty answer keeps the command line.
             assert await _allowed(s) == [str(tree.root)]
             await _changed(s, roots, [str(other)])
-            await trio.sleep(0.2)
             assert await _allowed(s) == [str(other)]
             await _changed(s, roots, [])
-            await trio.sleep(0.2)
             assert await _allowed(s) == []
             denied = await s.error("read_text_file", path=str(other / "o.txt"))
             assert denied == "Access denied - no allowed directories"
             await _changed(s, roots, [str(other / "missing"), str(other / "o.txt")])
-            await trio.sleep(0.2)
             assert await _allowed(s) == []
             await _changed(s, roots, [str(other)])
-            await trio.sleep(0.2)
             assert await s.text("read_text_file", path=str(other / "o.txt")) == "o"
             log = s.log()
         assert "access is revoked until it exposes one again" in log
@@ -180,7 +199,6 @@ def test_no_directories_but_roots_capability_keeps_the_connection(tree: Tree) ->
                 "read_text_file", path=str(tree.root / "f")
             )
             await _changed(s, roots, [str(tree.root)])
-            await trio.sleep(0.2)
             assert await s.text("read_text_file", path=str(tree.root / "f")) == "late"
 
     run(main)

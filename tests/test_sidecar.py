@@ -16,7 +16,7 @@ from mcp.shared.exceptions import MCPError
 from sidecar_helpers import TOKEN, free_port, http_client, mode_of, sidecar, unix_request
 
 from helpers import Tree
-from mcp_client import SERVER, run, server_env
+from mcp_client import SERVER, run, server_env, wait_for
 from sandboxfs.transports.sidecar import Gate
 
 INIT = json.dumps(
@@ -146,9 +146,9 @@ def test_token_file_and_unix_socket(tree: Tree) -> None:
         try:
             deadline = time.monotonic() + 60
             while not Path(socket_path).exists() and time.monotonic() < deadline:
-                time.sleep(0.05)
-            time.sleep(1)
+                time.sleep(0.05)  # polling for a condition, bounded
             assert mode_of(socket_path) == 0o600
+            # The socket listens from the start; the answer waits until Hypercorn serves.
             assert unix_request(socket_path, "GET", "/healthz") == 200
             assert unix_request(socket_path, "POST", "/mcp") == 401
             authorized = [("Authorization", f"Bearer {TOKEN}"), *JSON_HEADERS.items()]
@@ -163,7 +163,7 @@ def test_token_file_and_unix_socket(tree: Tree) -> None:
 def test_sigterm_finishes_the_call_in_flight(tree: Tree, tmp_path: Path) -> None:
     (tree.root / "slow").mkdir()
     (tree.root / "slow" / "f.txt").write_text("finished\n")
-    stall = {"SANDBOXFS_TEST_STALL": "2:slow"}
+    stall = {"SANDBOXFS_TEST_STALL": "5:slow"}
 
     async def main(s) -> None:  # type: ignore[no-untyped-def]
         results: list[str] = []
@@ -176,16 +176,17 @@ def test_sigterm_finishes_the_call_in_flight(tree: Tree, tmp_path: Path) -> None
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(slow_call)
-            await trio.sleep(0.8)  # the call is now stalled inside the server
+            await wait_for(lambda: "TEST MODE: stalling a step" in s.log.read_text())
             s.process.send_signal(signal.SIGTERM)
-            await trio.sleep(0.3)
-            assert s.request("GET", "/readyz")[0] == 503  # no new work is accepted
+            await wait_for(lambda: "SIGTERM: refusing new requests" in s.log.read_text())
+            assert results == []  # the call is still in flight ...
+            assert s.request("GET", "/readyz")[0] == 503  # ... and no new work is accepted
             assert s.request("POST", "/mcp", INIT, JSON_HEADERS)[0] == 503
         assert results == ["finished\n"]
 
     with sidecar(str(tree.root), tmp=tmp_path, env=stall) as s:
         run(lambda: main(s))
-        assert s.process.wait(timeout=30) == 0
+        assert s.process.wait(timeout=60) == 0
         log = s.log.read_text()
     assert "SIGTERM: refusing new requests; finishing 1 request(s) in flight" in log
 

@@ -365,6 +365,13 @@ class _Connection:
                     self.drained = trio.Event()  # set once the last of them settles
                     with trio.move_on_after(EOF_DRAIN_TIMEOUT):
                         await self.drained.wait()
+                    if not self.drained.is_set():
+                        log.warning(
+                            "End of input: %d request(s) still running after %g s; "
+                            "exiting without their answers",
+                            len(self.in_flight),
+                            EOF_DRAIN_TIMEOUT,
+                        )
         finally:
             if self.to_server is not None:
                 self.to_server.close()
