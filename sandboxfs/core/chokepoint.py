@@ -29,6 +29,10 @@ The descriptors come wrapped in three owned types:
 Methods raise :class:`OSError` for what the kernel refused; callers turn it into
 a client-safe error with :meth:`Confinement.error` (the one converter,
 :func:`~sandboxfs.core.errors.from_oserror`).
+
+This is one module on purpose, a little over 400 lines: every ``openat2`` and
+every ``*at`` call on a client's behalf is here, so that one file is what to
+read, and a test can pin that nothing else makes them.
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ from sandboxfs.binding.syscalls import Statx
 from sandboxfs.core.resolver import Resolver
 from sandboxfs.core.watch import Watch
 from sandboxfs.fs import describe as describing
-from sandboxfs.fs import files, listings, moves, walks, writes
+from sandboxfs.fs import directories, files, listings, moves, walks, writes
 from sandboxfs.fs.context import FsContext
 from sandboxfs.fs.describe import Description
 from sandboxfs.fs.files import OpenFile
@@ -171,8 +171,8 @@ class Sandbox:
 
     @operation(FOLLOW)
     def make_dirs(self, path: str, /, *, expected: str | None = None) -> Change:
-        """Create ``path`` and any missing parents (see :func:`writes.make_dirs`)."""
-        return writes.make_dirs(self.ctx, path, expected=expected)
+        """Create ``path`` and any missing parents (see :func:`directories.make_dirs`)."""
+        return directories.make_dirs(self.ctx, path, expected=expected)
 
     # -- moving, copying, removing -----------------------------------------------
 

@@ -25,26 +25,23 @@ from collections.abc import Callable
 from typing import Final
 
 from sandboxfs.binding import syscalls
-from sandboxfs.core.chokepoint import READ_FLAGS, Directory, Location, ParentDir, same_file
+from sandboxfs.core.chokepoint import READ_FLAGS, ParentDir, same_file
 from sandboxfs.core.errors import (
     AlreadyExists,
     Conflict,
     HardLinked,
-    NotADirectory,
-    NotFound,
     PermissionDenied,
     SandboxError,
     Unsupported,
 )
 from sandboxfs.fs.context import FsContext
 from sandboxfs.fs.entries import require_regular
-from sandboxfs.fs.files import cached_file_revision, revision_of_handle
+from sandboxfs.fs.files import cached_file_revision
 from sandboxfs.fs.guard import GUARD_ATTEMPTS, guarded
 from sandboxfs.fs.metadata import carry_owner_and_mode, copy_xattrs
 from sandboxfs.fs.outcome import Change
-from sandboxfs.fs.revisions import ABSENT, SameBytes, check
+from sandboxfs.fs.revisions import ABSENT, SameBytes
 from sandboxfs.fs.staging import StagedFile, after_change, open_for_sync, sync_and_close, write_all
-from sandboxfs.fs.trees import TooManyEntries, tree_revision_below
 
 #: Errors of fallocate that mean "this filesystem cannot reserve space": the append
 #: goes ahead unreserved (and is cut back if it fails part-way).
@@ -313,106 +310,3 @@ def _revision_of_leaf(ctx: FsContext, parent: ParentDir) -> str | None:
         return None
     finally:
         os.close(fd)
-
-
-# -- directories -----------------------------------------------------------------
-
-
-def make_dirs(ctx: FsContext, path: str, *, expected: str | None = None) -> Change:
-    """Create ``path`` and any missing parents, each one beneath the descriptor of
-    the one before (never through a symlink).  ``count`` says how many were
-    created (0: it existed).  With ``expected="absent"`` it must not exist yet."""
-    loc = ctx.resolver.locate(path)
-    existing = _existing_directory(ctx, loc, path, expected)
-    if existing is not None:
-        return existing
-    if expected not in (None, ABSENT):
-        check(expected, ABSENT, path)
-    depth = len(loc.rel) - 1
-    while True:  # the deepest ancestor that exists
-        try:
-            directory = ctx.resolver.directory_at(Location(loc.root, loc.rel[:depth]), path)
-            break
-        except NotFound:
-            if depth == 0:
-                raise
-            depth -= 1
-    missing = loc.rel[depth:]
-    created = [0]
-    try:
-        with _create_below(directory, missing, path, created, exclusive=expected == ABSENT) as last:
-            return Change(revision=_tree_revision_of(ctx, last, path), count=created[0])
-    except (OSError, SandboxError) as exc:
-        if not created[0]:
-            raise
-        failure = exc if isinstance(exc, SandboxError) else ctx.resolver.error(exc, path)
-        raise type(failure)(
-            f"{failure.message} ({created[0]} of the {len(missing)} missing directories "
-            "were created before this failure)",
-            failure.code,
-        ) from None
-
-
-def _existing_directory(
-    ctx: FsContext, loc: Location, path: str, expected: str | None
-) -> Change | None:
-    """The answer for a directory that exists already (None: nothing is there)."""
-    try:
-        handle = ctx.resolver.resolve_location(loc, path)
-    except NotFound:
-        return None
-    with handle:
-        if not handle.is_dir:
-            raise AlreadyExists(f"EEXIST: a file that is not a directory already exists: {path}")
-        if expected is not None:
-            check(expected, revision_of_handle(ctx, handle, fresh=True) or "unknown", path)
-        return Change(revision=revision_of_handle(ctx, handle), count=0)
-
-
-def _create_below(
-    directory: Directory,
-    missing: tuple[str, ...],
-    path: str,
-    created: list[int],
-    *,
-    exclusive: bool,
-) -> Directory:
-    """Create ``missing`` one below the other, starting in ``directory`` (consumed:
-    closed, whatever happens); returns the last one, open.  ``created`` counts what
-    was made."""
-    try:
-        for depth, name in enumerate(missing):
-            try:
-                directory.mkdir(name)
-                created[0] += 1
-            except FileExistsError:
-                if exclusive and depth == len(missing) - 1:
-                    raise Conflict(
-                        f"Revision mismatch for {path}: it was created meanwhile"
-                    ) from None
-            try:
-                below = directory.subdirectory(name, path)
-            except OSError as exc:
-                if exc.errno in (errno.ENOTDIR, errno.ELOOP):
-                    raise NotADirectory(f"ENOTDIR: not a directory: {path}") from None
-                raise
-            directory.close()
-            directory = below
-    except BaseException:
-        directory.close()
-        raise
-    return directory
-
-
-def _tree_revision_of(ctx: FsContext, directory: Directory, path: str) -> str | None:
-    """The revision of a directory just created (None when it cannot be told)."""
-    try:
-        fd = directory.for_sync()
-    except OSError:
-        return None
-    readable = Directory(fd, directory.location, path, directory.confinement, readable=True)
-    with readable:
-        try:
-            return tree_revision_below(ctx, readable, path, ctx.limits.revision_entries)
-        except (OSError, TooManyEntries):
-            return None
