@@ -273,6 +273,7 @@ def test_richer_file_info(tree: Tree, era: Era) -> None:
     xattr.set(str(target), "user.origin", b"test")
     (tree.root / "in-link").symlink_to("f.txt")
     (tree.root / "out-link").symlink_to(tree.outside / "secret.txt")
+    (tree.root / "out-missing").symlink_to(tree.outside / "missing-but-just-as-long")
 
     async def main() -> None:
         async with session(str(tree.root), era=era) as s:
@@ -288,6 +289,14 @@ def test_richer_file_info(tree: Tree, era: Era) -> None:
             text = out.content[0].text  # type: ignore[union-attr]
             assert out.structured_content["symlinkTargetInside"] is False
             assert str(tree.outside) not in text and "symlinkTarget:" not in text
+            # Nothing derived from the target: no size (the length of the outside path),
+            # and the same answer whether the outside target exists or not.
+            assert out.structured_content["size"] is None and "size:" not in text
+            missing = await s.call("get_file_info", path="out-missing")
+            fields = ("size", "isSymlink", "symlinkTarget", "symlinkTargetInside", "type")
+            assert {k: missing.structured_content[k] for k in fields} == {
+                k: out.structured_content[k] for k in fields
+            }
 
     run(main)
 
