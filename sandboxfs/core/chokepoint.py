@@ -216,7 +216,15 @@ class Handle:
         another object; OSError if the kernel refuses."""
         if not self.follow:
             flags |= os.O_NOFOLLOW
-        fd = self.location.open(self.confinement, flags, exact=self.exact)
+        try:
+            fd = self.location.open(self.confinement, flags, exact=self.exact)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP and not stat.S_ISLNK(self.stat.st_mode):
+                # What was no symlink is one now: another object, not a loop.
+                raise Conflict(
+                    f"{self.path} changed while it was being opened; try again"
+                ) from None
+            raise
         if not same_file(_adopt_stat(fd), self.stat):
             os.close(fd)
             raise Conflict(f"{self.path} changed while it was being opened; try again")
@@ -352,23 +360,18 @@ class Directory:
 
 @final
 class ParentDir:
-    """A directory and one checked leaf name in it: the one entry a mutation changes.
+    """A directory (owned) and one checked leaf name in it: the one entry a mutation
+    changes."""
 
-    Owns its directory unless it was made with ``owns=False`` (a name in a
-    directory someone else holds open).
-    """
+    __slots__ = ("dir", "leaf", "path")
 
-    __slots__ = ("dir", "leaf", "owns", "path")
-
-    def __init__(self, directory: Directory, leaf: str, path: str, *, owns: bool = True) -> None:
+    def __init__(self, directory: Directory, leaf: str, path: str) -> None:
         self.dir = directory
         self.leaf = _entry_name(leaf)
         self.path = path
-        self.owns = owns
 
     def close(self) -> None:
-        if self.owns:
-            self.dir.close()
+        self.dir.close()
 
     def __enter__(self) -> ParentDir:
         return self
