@@ -39,8 +39,15 @@ _NEEDS_QUOTING: Final = re.compile(
 _ESCAPE_SEQUENCE: Final = re.compile(r'\\(x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|["\\ntrabfv])')
 
 
+def _plain(text: str) -> bool:
+    """Whether ``text`` certainly needs no quoting: printable (no control, format or
+    separator character, no surrogate), no quote, no backslash.  A cheap check in C;
+    what fails it is looked at with :data:`_NEEDS_QUOTING`."""
+    return text.isprintable() and '"' not in text and "\\" not in text
+
+
 def needs_quoting(name: str) -> bool:
-    return _NEEDS_QUOTING.search(name) is not None
+    return not _plain(name) and _NEEDS_QUOTING.search(name) is not None
 
 
 def _escape(match: re.Match[str]) -> str:
@@ -57,14 +64,23 @@ def _escape(match: re.Match[str]) -> str:
 
 def quote_name(name: str) -> str:
     """``name`` as it should be shown: as it is, or quoted with escapes."""
-    if _NEEDS_QUOTING.search(name) is None:
+    if _plain(name) or _NEEDS_QUOTING.search(name) is None:
         return name
     return '"' + _NEEDS_QUOTING.sub(_escape, name) + '"'
 
 
+def quote_names(names: list[str]) -> list[str]:
+    """:func:`quote_name` of each name; one check in C when none needs it (the usual
+    case: a whole directory's names at once)."""
+    joined = "/".join(names)  # "/" is in no name, and needs no quoting
+    if _plain(joined):
+        return names
+    return [quote_name(name) for name in names]
+
+
 def quote_path(path: str) -> str:
     """A path shown with each component that needs it quoted."""
-    if _NEEDS_QUOTING.search(path) is None:
+    if _plain(path) or _NEEDS_QUOTING.search(path) is None:
         return path
     return "/".join(quote_name(part) for part in path.split("/"))
 
@@ -110,6 +126,14 @@ def structured_name(name: str) -> str:
     if name.isascii() or _SURROGATES.search(name) is None:
         return name
     return quote_name(name)
+
+
+def structured_names(names: list[str]) -> list[str]:
+    """:func:`structured_name` of each name, with one check when all are exact."""
+    joined = "/".join(names)
+    if joined.isascii() or _SURROGATES.search(joined) is None:
+        return names
+    return [structured_name(name) for name in names]
 
 
 def structured_path(path: str) -> str:

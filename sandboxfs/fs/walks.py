@@ -42,11 +42,13 @@ class TreeWalk:
         """The entries of the directory ``rel`` below the start (kinds without
         ``stat``), in byte order; ``shown`` names it in errors."""
         resolver = self.ctx.resolver
-        fd = resolver.open_exact(self.location(rel), LIST_FLAGS, shown)
-        directory = Directory(fd, self.location(rel), shown, resolver.confinement, readable=True)
-        with directory, self.ctx.watch.step(shown):
+        confinement = resolver.confinement
+        loc = Location(self.start.root, self.start.rel + rel)
+        with self.ctx.watch.step(shown):
             try:
-                return read_entries(directory, with_stat=False)
+                fd = loc.open(confinement, LIST_FLAGS, exact=True)
+                with Directory(fd, loc, shown, confinement, readable=True) as directory:
+                    return read_entries(directory, with_stat=False)
             except OSError as exc:
                 raise resolver.error(exc, shown) from None
 

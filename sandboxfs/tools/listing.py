@@ -7,26 +7,36 @@ import base64
 import stat
 from typing import Any
 
-from sandboxfs.core.names import quote_name, quote_path, structured_name, structured_path
+from sandboxfs.core.names import (
+    quote_name,
+    quote_names,
+    quote_path,
+    structured_name,
+    structured_names,
+    structured_path,
+)
 from sandboxfs.fs.describe import Description
 from sandboxfs.fs.entries import Entry, kind_of
 from sandboxfs.tools.format import format_size, iso_time
 from sandboxfs.tools.spec import READ_ONLY, CallContext, Param, ToolResult, ToolSpec, path_param
 
 
-def _prefix(entry: Entry) -> str:
-    return "[DIR]" if entry.kind == "directory" else "[FILE]"
-
-
 def list_directory(ctx: CallContext, /, path: str) -> ToolResult:
     listing = ctx.sandbox.list_dir(path)
     entries = listing.entries
-    text = "\n".join(f"{_prefix(e)} {quote_name(e.name)}" for e in entries)
+    names = [e.name for e in entries]
+    text = "\n".join(
+        f"{'[DIR]' if e.kind == 'directory' else '[FILE]'} {name}"
+        for e, name in zip(entries, quote_names(names), strict=True)
+    )
     return ToolResult(
         text=text,
         structured={
             "path": path,
-            "entries": [{"name": structured_name(e.name), "type": e.kind} for e in entries],
+            "entries": [
+                {"name": name, "type": e.kind}
+                for e, name in zip(entries, structured_names(names), strict=True)
+            ],
             "revision": listing.revision,
         },
     )
@@ -65,7 +75,10 @@ def list_directory_with_sizes(
     ]
     structured: dict[str, Any] = {
         "path": path,
-        "entries": [{"name": structured_name(e.name), "type": e.kind, "size": s} for e, s in rows],
+        "entries": [
+            {"name": name, "type": e.kind, "size": s}
+            for (e, s), name in zip(rows, structured_names([e.name for e, _ in rows]), strict=True)
+        ],
         "totalFiles": files,
         "totalDirectories": dirs,
         "combinedSize": total,

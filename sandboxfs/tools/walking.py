@@ -22,7 +22,7 @@ from sandboxfs.core.errors import (
     NotFound,
     PermissionDenied,
 )
-from sandboxfs.core.names import quote_name, quote_path, structured_path
+from sandboxfs.core.names import quote_name, quote_names, quote_path, structured_path
 from sandboxfs.fs.entries import Entry
 from sandboxfs.fs.walks import TreeWalk
 from sandboxfs.tools.format import display_base
@@ -202,11 +202,12 @@ def directory_tree(
 
     def build(rel: tuple[str, ...], children: list[tuple[str, Entry]]) -> list[dict[str, Any]]:
         nodes: list[dict[str, Any]] = []
-        for _, entry in children:
+        shown = quote_names([entry.name for _, entry in children])
+        for (_, entry), name in zip(children, shown, strict=True):
             if entry.kind != "directory":
-                nodes.append({"name": quote_name(entry.name), "type": "file"})
+                nodes.append({"name": name, "type": "file"})
                 continue
-            node: dict[str, Any] = {"name": quote_name(entry.name), "type": "directory"}
+            node: dict[str, Any] = {"name": name, "type": "directory"}
             if depth is None or len(rel) + 1 < depth:
                 inner = (*rel, entry.name)
                 below = walker.children(inner)
