@@ -60,7 +60,7 @@ def exchange(
     The rest is sent only once the first line (``initialize``, or a first 2026-07-28
     request) is answered: by then the lane is open, so every plain call after it takes
     the lane."""
-    proc = spawn_stdio(str(root), env=env)
+    proc = spawn_stdio("--log-level", "debug", str(root), env=env)  # the lane logs at debug
     assert proc.stdin is not None and proc.stdout is not None
     first: list[bytes] = []
     if len(lines) > 1:
@@ -306,7 +306,9 @@ def test_a_roots_client_is_greeted_and_asked_for_its_roots_without_the_sdk(tree:
     roots = Roots([str(other)])
 
     async def main() -> None:
-        async with session("--no-landlock", str(tree.root), era="2025", roots=roots) as s:
+        async with session(
+            "--log-level", "debug", "--no-landlock", str(tree.root), era="2025", roots=roots
+        ) as s:
             assert await _allowed(s) == [str(other)]
             assert await s.text("read_text_file", path=str(other / "o.txt")) == "from roots"
             assert await _allowed_after_change(s, roots, [str(tree.root)]) == [str(tree.root)]
@@ -326,7 +328,9 @@ def test_the_sdk_loaded_after_a_roots_greeting_serves_roots_changes(tree: Tree) 
     roots = Roots([str(other)])
 
     async def main() -> None:
-        async with session("--no-landlock", str(tree.root), era="2025", roots=roots) as s:
+        async with session(
+            "--log-level", "debug", "--no-landlock", str(tree.root), era="2025", roots=roots
+        ) as s:
             assert await _allowed(s) == [str(other)]
             templates = await s.client.list_resource_templates()  # loads the SDK
             assert templates.resource_templates[0].name == "file"

@@ -158,7 +158,7 @@ def test_missing_landlock_is_reported_loudly(tree: Tree) -> None:
     refused = _start("--require-landlock", str(tree.root), patches=no_landlock)
     assert refused.returncode == 1
     assert "--require-landlock" in refused.stderr
-    assert _start("--require-landlock").returncode == 1  # nothing to confine to
+    assert _start("--require-landlock").returncode == 2  # nothing to confine to: usage
     enforced = _start(str(tree.root))
     assert "Landlock ABI" in enforced.stderr
     disabled = _start("--no-landlock", str(tree.root))

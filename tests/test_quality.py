@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from sandboxfs.cli.main import LIMIT_OPTIONS, help_text
+from sandboxfs.cli.arguments import LIMIT_OPTIONS, help_text
 from sandboxfs.tools import annotation_table
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,20 +1,21 @@
-"""Command line: ``sandboxfs [OPTIONS] [--] DIR...``.
+"""The ``sandboxfs`` command: check the command line, open the directories,
+confine the process, then serve stdio or HTTP.
 
-Options may appear anywhere among the directories; ``--`` ends them, so a
-directory literally named ``--read-only`` can follow it.  Startup fails closed:
-without a working ``openat2``, or with a directory that does not exist or is
-not a directory, the server exits with status 1 and says why.
+Startup fails closed, and every failure is one line on stderr: without a working
+``openat2``, with a directory that does not exist, with a port that is taken,
+the server exits with status 1 and says why (2 for a command line that cannot
+be used; see :mod:`sandboxfs.cli.arguments`).  What the operator sees in the log
+is written for the operator; the server's internals go to the debug level.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import os
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final, NoReturn, TextIO, final
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Final, NoReturn, TextIO
 
 import trio
 
@@ -25,10 +26,18 @@ from sandboxfs.binding.syscalls import (
     probe_openat2,
     set_mmap_threshold,
 )
+from sandboxfs.cli.arguments import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    Arguments,
+    UsageError,
+    help_text,
+    parse_arguments,
+)
 from sandboxfs.core import landlock
 from sandboxfs.core.allowlist import AllowList, Root
 from sandboxfs.core.watch import TEST_STALL_ENV, Stall
-from sandboxfs.fs.limits import LIMIT_HELP, Limits
 from sandboxfs.session.access import AccessControl
 from sandboxfs.session.auditlog import AuditLog
 from sandboxfs.session.fastlane import NO_FAST_LANE_ENV, FastLane
@@ -39,37 +48,14 @@ from sandboxfs.transports.sidecar import TOKEN_ENV, Endpoint, SidecarOptions, li
 from sandboxfs.transports.stdio import serve_stdio, take_stdio
 
 if TYPE_CHECKING:
+    import socket
+
     from mcp.server.lowlevel.server import Server
 
 log = logging.getLogger("sandboxfs")
 
-#: Boolean flags: option -> (attribute, help).
 #: Allocations at least this big get a mapping of their own (see set_mmap_threshold).
 _OWN_MAPPING_BYTES: Final = 128 * 1024
-
-FLAGS: Final[dict[str, tuple[str, str]]] = {
-    "--read-only": ("read_only", "serve only the tools that cannot change the filesystem"),
-    "--confine-roots": (
-        "confine_roots",
-        "client Roots may narrow the command-line directories, never replace or widen them",
-    ),
-    "--no-xdev": (
-        "no_xdev",
-        "refuse paths that cross a mount point inside an allowed directory",
-    ),
-    "--no-landlock": (
-        "no_landlock",
-        "do not apply Landlock (restores the reference server's Roots semantics)",
-    ),
-    "--require-landlock": (
-        "require_landlock",
-        "refuse to start if the kernel cannot apply Landlock",
-    ),
-    "--json-response": (
-        "json_response",
-        "answer HTTP requests with JSON bodies instead of SSE streams",
-    ),
-}
 
 #: The test-only switches the server knows.  None of them widens what it serves:
 #: each makes it stricter (a simulated kernel without openat2), slower (a stalled
@@ -81,173 +67,14 @@ LANDLOCK_NOTE: Final = (
     "Landlock confines this server to the command-line directories: client Roots can "
     "narrow them but not add others."
 )
-
-#: Options with a value: option -> (attribute, metavar, help, repeatable).
-VALUE_OPTIONS: Final[dict[str, tuple[str, str, str, bool]]] = {
-    "--http": ("http", "HOST:PORT", "serve streamable HTTP instead of stdio", False),
-    "--unix": ("unix", "PATH", "serve streamable HTTP on a unix socket (created 0600)", False),
-    "--token-file": (
-        "token_file",
-        "FILE",
-        "bearer token clients must send over HTTP (or set SANDBOXFS_TOKEN)",
-        False,
-    ),
-    "--allowed-host": ("allowed_hosts", "HOST", "also accept this Host header (HTTP)", True),
-    "--allowed-origin": ("allowed_origins", "ORIGIN", "also accept this Origin (HTTP)", True),
-    "--shutdown-grace": (
-        "shutdown_grace",
-        "SECONDS",
-        "on SIGTERM, time calls in flight get to finish [10]",
-        False,
-    ),
-    "--audit-log": (
-        "audit_log",
-        "FILE",
-        "one JSON line per tool call to FILE ('-': stderr, the default; 'off': none)",
-        False,
-    ),
-}
-
-#: Limit options: option -> Limits field.
-LIMIT_OPTIONS: Final[dict[str, str]] = {
-    "--max-read-bytes": "read_bytes",
-    "--max-edit-bytes": "edit_bytes",
-    "--max-write-bytes": "write_bytes",
-    "--max-walk-entries": "walk_entries",
-    "--max-revision-entries": "revision_entries",
-    "--max-search-seconds": "search_seconds",
-    "--max-tree-depth": "tree_depth",
-    "--max-symlink-hops": "symlink_hops",
-    "--max-concurrent-calls": "concurrent_calls",
-    "--max-worker-threads": "worker_threads",
-    "--fs-timeout": "fs_timeout",
-    "--max-line-bytes": "line_bytes",
-}
-
-
-@final
-class UsageError(Exception):
-    """The command line cannot be used; the message says why."""
-
-
-@final
-@dataclass
-class Arguments:
-    directories: list[str] = field(default_factory=list)
-    read_only: bool = False
-    confine_roots: bool = False
-    no_xdev: bool = False
-    no_landlock: bool = False
-    require_landlock: bool = False
-    json_response: bool = False
-    http: str | None = None
-    unix: str | None = None
-    token_file: str | None = None
-    allowed_hosts: list[str] = field(default_factory=list)
-    allowed_origins: list[str] = field(default_factory=list)
-    shutdown_grace: str = "10"
-    audit_log: str = "-"
-    limits: Limits = field(default_factory=Limits)
-    show_help: bool = False
-    show_version: bool = False
-
-
-def _limit_value(option: str, name: str, text: str) -> int | float:
-    kind: type[int] | type[float] = type(getattr(Limits(), name))
-    try:
-        value: int | float = kind(text)
-    except ValueError:
-        raise UsageError(f"{option} needs a number, got {text!r}") from None
-    if value <= 0:
-        raise UsageError(f"{option} must be positive, got {text}")
-    return value
-
-
-def parse_arguments(argv: Sequence[str]) -> Arguments:
-    """Parse options anywhere among the directories; ``--`` ends the options."""
-    args = Arguments()
-    limit_values: dict[str, int | float] = {}
-    items = list(argv)
-    i = 0
-    while i < len(items):
-        item = items[i]
-        i += 1
-        if item == "--":
-            args.directories.extend(items[i:])
-            break
-        if not item.startswith("--") or item == "-":
-            args.directories.append(item)
-            continue
-        option, has_value, value = item.partition("=")
-        if option in ("--help", "-h", "--version") or option in FLAGS:
-            if has_value:
-                raise UsageError(f"{option} takes no value")
-            _set_flag(args, option)
-            continue
-        if option not in VALUE_OPTIONS and option not in LIMIT_OPTIONS:
-            raise UsageError(f"unknown option {option} (use -- before a directory named so)")
-        if not has_value:
-            if i >= len(items):
-                raise UsageError(f"{option} needs a value")
-            value = items[i]
-            i += 1
-        _set_value(args, limit_values, option, value)
-    args.limits = dataclasses.replace(Limits(), **limit_values)  # type: ignore[arg-type]
-    return args
-
-
-def _set_flag(args: Arguments, option: str) -> None:
-    if option in ("--help", "-h"):
-        args.show_help = True
-    elif option == "--version":
-        args.show_version = True
-    else:
-        setattr(args, FLAGS[option][0], True)
-
-
-def _set_value(
-    args: Arguments, limit_values: dict[str, int | float], option: str, value: str
-) -> None:
-    if option in LIMIT_OPTIONS:
-        limit_values[LIMIT_OPTIONS[option]] = _limit_value(option, LIMIT_OPTIONS[option], value)
-        return
-    attribute, _, _, repeatable = VALUE_OPTIONS[option]
-    if repeatable:
-        getattr(args, attribute).append(value)
-    else:
-        setattr(args, attribute, value)
-
-
-def help_text() -> str:
-    defaults = Limits()
-    lines = [
-        "usage: sandboxfs [OPTIONS] [--] DIR...",
-        "       sandboxfs audit [--era 2025|2026] [--json FILE] -- CMD ... {root}",
-        "",
-        "A security-first MCP filesystem server: an agent may read, write and search",
-        "files inside the given directories and nothing else. Speaks MCP over stdio",
-        "(both the 2025 protocol era and 2026-07-28).",
-        "",
-        "Options may appear anywhere; -- ends them.",
-        "",
-        "options:",
-    ]
-    for option, (_, text) in FLAGS.items():
-        lines.append(f"  {option:<26} {text}")
-    for option, (_, metavar, text, _) in VALUE_OPTIONS.items():
-        lines.append(f"  {option + ' ' + metavar:<26} {text}")
-    lines.append(f"  {'--version':<26} print the version and exit")
-    lines.append(f"  {'--help':<26} show this help and exit")
-    lines += ["", "limits (defaults in brackets):"]
-    for option, name in LIMIT_OPTIONS.items():
-        value = getattr(defaults, name)
-        lines.append(f"  {option + ' N':<26} {LIMIT_HELP[name]} [{value}]")
-    return "\n".join(lines)
+#: Loggers of the libraries underneath, quiet unless --log-level debug.
+_LIBRARY_LOGGERS: Final = ("mcp", "hypercorn.error", "httpx", "anyio")
 
 
 def _fail(message: str) -> NoReturn:
+    """Stop: the server cannot start.  One line on stderr, exit status 1."""
     print(f"sandboxfs: error: {message}", file=sys.stderr)
-    raise SystemExit(1)
+    raise SystemExit(EXIT_FAILED)
 
 
 def _expand(path: str) -> str:
@@ -266,17 +93,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         return audit(argv[1:])
     try:
         args = parse_arguments(argv)
-    except (UsageError, ValueError) as exc:
-        print(f"sandboxfs: error: {exc}\n\n{help_text()}", file=sys.stderr)
-        return 2
+    except UsageError as exc:
+        print(f"sandboxfs: error: {exc}\nsee 'sandboxfs --help'", file=sys.stderr)
+        return EXIT_USAGE
     if args.show_help:
         print(help_text())
-        return 0
+        return EXIT_OK
     if args.show_version:
         print(f"sandboxfs {__version__}")
-        return 0
-    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+        return EXIT_OK
+    _configure_logging(args.log_level)
     return serve(args)
+
+
+def _configure_logging(level: str) -> None:
+    logging.basicConfig(level=level.upper(), format="%(message)s", stream=sys.stderr)
+    if level != "debug":
+        for name in _LIBRARY_LOGGERS:  # their info lines speak of their internals
+            logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def serve(args: Arguments) -> int:
@@ -296,16 +130,15 @@ def serve(args: Arguments) -> int:
         # freed instead of staying in a worker thread's malloc arena.
         set_mmap_threshold(_OWN_MAPPING_BYTES)
     except OSError:
-        log.info("the C library keeps its own mmap threshold")
-    if args.no_landlock and args.require_landlock:
-        _fail("--no-landlock and --require-landlock contradict each other")
+        log.debug("the C library keeps its own mmap threshold")
     roots = _open_roots(args.directories)
-    if args.confine_roots and not roots:
-        log.warning("Warning: --confine-roots has no effect without command-line directories")
     # Everything that needs the filesystem or the network outside the allowed
     # directories happens before Landlock: the wire, the audit log, user names.
-    sidecar = _sidecar_options(args, roots) if args.http or args.unix else None
-    listener = listen(sidecar.endpoint) if sidecar is not None else None
+    sidecar = _sidecar_options(args) if args.serves_http else None
+    listener = None
+    if sidecar is not None:
+        listener, endpoint = _listen(sidecar.endpoint)
+        sidecar = replace(sidecar, endpoint=endpoint)  # with the port it really got
     wire = take_stdio() if sidecar is None else None
     audit = AuditLog(_open_audit_log(args.audit_log))
     accounts = Accounts.load()
@@ -313,7 +146,8 @@ def serve(args: Arguments) -> int:
     access = AccessControl(
         AllowList.of(roots),
         confine=args.confine_roots or landlocked,
-        notes=(LANDLOCK_NOTE,) if landlocked else (),
+        # Only a stdio client has Roots to be told about.
+        notes=(LANDLOCK_NOTE,) if landlocked and sidecar is None else (),
     )
     access.announce()
     options = ServerOptions(
@@ -352,8 +186,20 @@ def serve(args: Arguments) -> int:
         )
     )
     if lane is not None:
-        log.info("The fast lane answered %d request(s) without the SDK dispatcher", lane.taken)
+        log.debug("The fast lane answered %d request(s) without the SDK dispatcher", lane.taken)
     return server.exit_code
+
+
+def _listen(endpoint: Endpoint) -> tuple[socket.socket, Endpoint]:
+    """The listening socket and the endpoint it really has (its port, for port 0)."""
+    try:
+        sock = listen(endpoint)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        _fail(f"cannot listen on {endpoint.describe()}: {reason}")
+    except (OverflowError, ValueError) as exc:  # what the socket module says of odd input
+        _fail(f"cannot listen on {endpoint.describe()}: {exc}")
+    return sock, endpoint.bound(sock)
 
 
 def _open_roots(directories: Sequence[str]) -> list[Root]:
@@ -381,17 +227,11 @@ def _open_audit_log(target: str) -> TextIO | None:
         _fail(f"cannot open the audit log {target}: {exc.strerror}")
 
 
-def _sidecar_options(args: Arguments, roots: list[Root]) -> SidecarOptions:
-    """Check and assemble the HTTP settings; fail closed on anything unsafe."""
-    if args.http and args.unix:
-        _fail("--http and --unix cannot be combined; run two servers")
-    if not roots:
-        _fail("HTTP serving needs at least one directory on the command line")
-    try:
-        endpoint = Endpoint.parse_tcp(args.http) if args.http else Endpoint(unix=args.unix)
-        grace = float(args.shutdown_grace)
-    except ValueError as exc:
-        _fail(str(exc))
+def _sidecar_options(args: Arguments) -> SidecarOptions:
+    """Assemble the HTTP settings (the endpoint was checked with the command line);
+    fail closed on anything unsafe."""
+    endpoint = args.endpoint
+    assert endpoint is not None
     token = os.environ.get(TOKEN_ENV)
     if token is not None and not token.strip():
         _fail(
@@ -424,7 +264,7 @@ def _sidecar_options(args: Arguments, roots: list[Root]) -> SidecarOptions:
         allowed_origins=tuple(args.allowed_origins),
         json_response=args.json_response,
         max_body=args.limits.line_bytes,
-        grace_seconds=grace,
+        grace_seconds=args.shutdown_grace,
     )
 
 
@@ -434,8 +274,6 @@ def _apply_landlock(roots: list[Root], args: Arguments) -> bool:
         log.warning("Warning: Landlock disabled (--no-landlock): only openat2 confines paths")
         return False
     if not roots:
-        if args.require_landlock:
-            _fail("--require-landlock needs command-line directories to confine the server to")
         log.warning(
             "WARNING: Landlock not applied: without command-line directories the client's "
             "Roots decide what is allowed; only openat2 confines paths"

@@ -94,7 +94,7 @@ class AccessControl:
     def finish_update(self, generation: int, roots: list[Root]) -> None:
         """Install the directories of a Roots answer (stale answers are dropped)."""
         if generation != self._generation:
-            log.info("Discarded a stale Roots answer: a newer update has started")
+            log.debug("Discarded a stale Roots answer: a newer update has started")
             return
         if roots:
             self._roots_in_force = True

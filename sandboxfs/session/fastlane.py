@@ -244,7 +244,7 @@ class FastLane:
                 and PROTOCOL_VERSION_META_KEY in meta
             ):
                 self._modern = True
-                log.info("Fast lane open: plain 2026-07-28 tools/call skip the SDK dispatcher")
+                log.debug("Fast lane open: plain 2026-07-28 tools/call skip the SDK dispatcher")
                 return
         if method == "initialize" and not self._modern:
             self._version = None
@@ -261,7 +261,7 @@ class FastLane:
         version = result.get("protocolVersion") if result is not None else None
         if version in HANDSHAKE_VERSIONS and not self._pending:
             self._version, self._client = version, client
-            log.info("Fast lane open: plain tools/call and ping skip the SDK dispatcher")
+            log.debug("Fast lane open: plain tools/call and ping skip the SDK dispatcher")
 
     def notified(self, method: str, params: dict[str, Any] | None) -> tuple[bool, int | None]:
         """Whether the lane took a notification (only after greeting the client, while
@@ -341,7 +341,7 @@ class FastLane:
             {"jsonrpc": "2.0", "id": None, "method": "initialize", "params": params}
         )
         self._version, self._client = version, params["clientInfo"]["name"]
-        log.info("Fast lane open: it answered the handshake; the SDK loads only if needed")
+        log.debug("Fast lane open: it answered the handshake; the SDK loads only if needed")
         result = self._server.initialize_result(version)
 
         async def welcome() -> dict[str, Any]:

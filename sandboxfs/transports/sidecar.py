@@ -25,7 +25,7 @@ import signal
 import socket
 import stat
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Final, final
 
 import trio
@@ -58,10 +58,23 @@ class Endpoint:
 
     @classmethod
     def parse_tcp(cls, text: str) -> Endpoint:
+        """``HOST:PORT``, ``[IPV6]:PORT`` or ``:PORT`` (loopback); port 0 picks a free
+        one.  Raises ValueError saying what is wrong."""
         host, sep, port = text.rpartition(":")
         if not sep or not port.isdigit():
             raise ValueError(f"--http needs HOST:PORT, got {text!r}")
-        return cls(host=host.strip("[]") or "127.0.0.1", port=int(port))
+        if host.startswith("[") and host.endswith("]"):
+            host = host[1:-1]
+            try:
+                ipaddress.IPv6Address(host)
+            except ValueError:
+                raise ValueError(f"--http: {host!r} is not an IPv6 address") from None
+        elif ":" in host:
+            raise ValueError(f"--http: put an IPv6 address in brackets, as in [{host}]:{port}")
+        number = int(port)
+        if number > 65535:
+            raise ValueError(f"--http: port {number} is out of range (0 to 65535)")
+        return cls(host=host or "127.0.0.1", port=number)
 
     @property
     def loopback(self) -> bool:
@@ -74,8 +87,18 @@ class Endpoint:
         except ValueError:
             return False
 
+    def bound(self, sock: socket.socket) -> Endpoint:
+        """This endpoint with the port the listening socket really got (for port 0)."""
+        if self.unix is not None:
+            return self
+        return replace(self, port=sock.getsockname()[1])
+
     def describe(self) -> str:
-        return f"unix:{self.unix}" if self.unix else f"http://{self.host}:{self.port}{MCP_PATH}"
+        """The URL a client uses (an IPv6 address in brackets)."""
+        if self.unix is not None:
+            return f"unix:{self.unix}"
+        host = f"[{self.host}]" if ":" in (self.host or "") else self.host
+        return f"http://{host}:{self.port}{MCP_PATH}"
 
 
 def listen(endpoint: Endpoint) -> socket.socket:
@@ -88,14 +111,21 @@ def listen(endpoint: Endpoint) -> socket.socket:
         old_mask = os.umask(0o177)
         try:
             sock.bind(endpoint.unix)
+            os.chmod(endpoint.unix, 0o600)
+        except BaseException:
+            sock.close()
+            raise
         finally:
             os.umask(old_mask)
-        os.chmod(endpoint.unix, 0o600)
     else:
         family = socket.AF_INET6 if ":" in (endpoint.host or "") else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((endpoint.host, endpoint.port))
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((endpoint.host, endpoint.port))
+        except BaseException:
+            sock.close()
+            raise
     sock.listen(128)
     sock.set_inheritable(True)  # Hypercorn adopts it through fd://
     return sock

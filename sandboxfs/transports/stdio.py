@@ -41,6 +41,7 @@ import trio
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from pydantic_core import to_json
 
+from sandboxfs.core.names import quote_name
 from sandboxfs.session.fastlane import FastLane, Job
 from sandboxfs.session.jsonrpc import (
     INTERNAL_ERROR,
@@ -271,7 +272,9 @@ class _Connection:
         """Pass a decoded message to the SDK (loading it first if need be)."""
         to_server = self.to_server
         if to_server is None:
-            log.info("Loading the MCP SDK (for %s)", obj.get("method", "a response"))
+            log.debug(
+                "Loading the MCP SDK (for %s)", quote_name(str(obj.get("method", "a response")))
+            )
             to_server = await self.start_sdk()
         assert self.wire is not None
         item = self.wire.to_message(obj)
