@@ -1,12 +1,15 @@
 # sandboxfs as a container: the streamable-HTTP sidecar (or, with other arguments, stdio).
 #
 #   docker build -t sandboxfs .
-#   docker run --rm --read-only -p 8080:8080 \
-#     -v "$PWD:/projects/workspace" \
+#   mkdir -p workspace && openssl rand -hex 32 > token && chmod 600 token
+#   docker run --rm --read-only --user "$(id -u):$(id -g)" -p 127.0.0.1:8080:8080 \
+#     -v "$PWD/workspace:/projects/workspace" \
 #     -v "$PWD/token:/run/secrets/sandboxfs-token:ro" sandboxfs
 #
 # Everything the agent may touch is mounted under /projects (as with the reference
-# server's image); add ":ro" to a mount to make it read-only.
+# server's image); add ":ro" to a mount to make it read-only. Keep the token outside
+# what is served (the agent could read it there), and run as a user who may write the
+# mounted directories (--user; the image's own user is 10001).
 
 FROM python:3.11-slim-bookworm AS build
 RUN apt-get update \
