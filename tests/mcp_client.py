@@ -23,8 +23,6 @@ import trio
 from mcp.client import Client, ClientRequestContext
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
-from sandboxfs.session.fastlane import NO_FAST_LANE_ENV
-
 Era = Literal["2025", "2026"]
 ERAS: tuple[Era, ...] = ("2025", "2026")
 SERVER = [sys.executable, "-m", "sandboxfs"]
@@ -90,11 +88,8 @@ def _text(result: types.CallToolResult) -> str:
 
 
 def server_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    """The server's environment; a test that sets SANDBOXFS_TEST_NO_FAST_LANE in its
-    own environment sends every message of its servers through the SDK."""
+    """The server's environment: this interpreter's import path, HOME, and ``extra``."""
     env = {"PYTHONPATH": os.pathsep.join(sys.path), "HOME": os.environ.get("HOME", "/root")}
-    if NO_FAST_LANE_ENV in os.environ:
-        env[NO_FAST_LANE_ENV] = os.environ[NO_FAST_LANE_ENV]
     env.update(extra or {})
     return env
 

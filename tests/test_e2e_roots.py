@@ -1,27 +1,15 @@
-"""Roots (2025-era clients only), scenario by scenario as the seed's "How It Works" says.
-
-Every scenario runs twice: with the fast lane (which greets a Roots client and asks
-for its Roots itself) and with every message going through the SDK.
-"""
+"""Roots (2025-era clients only), scenario by scenario as the seed's "How It Works" says."""
 
 from __future__ import annotations
 
 import json
 
 import mcp_types as types
-import pytest
 import trio
 import trio.testing
 
 from helpers import Tree
 from mcp_client import Roots, run, session, spawn_stdio, wait_for
-from sandboxfs.session.fastlane import NO_FAST_LANE_ENV
-
-
-@pytest.fixture(autouse=True, params=["fast lane", "SDK only"])
-def _route(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
-    if request.param == "SDK only":
-        monkeypatch.setenv(NO_FAST_LANE_ENV, "1")
 
 
 async def _allowed(s) -> list[str]:  # type: ignore[no-untyped-def]

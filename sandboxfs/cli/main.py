@@ -15,7 +15,7 @@ import os
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Final, NoReturn, TextIO
+from typing import TYPE_CHECKING, Final, NoReturn, TextIO
 
 import trio
 
@@ -40,9 +40,7 @@ from sandboxfs.core.allowlist import AllowList, Root
 from sandboxfs.core.watch import TEST_STALL_ENV, Stall
 from sandboxfs.session.access import AccessControl
 from sandboxfs.session.auditlog import AuditLog
-from sandboxfs.session.fastlane import NO_FAST_LANE_ENV, FastLane
-from sandboxfs.session.jsonrpc import SUPPORTED_VERSIONS
-from sandboxfs.session.server import InputCloser, SandboxfsServer, ServerOptions
+from sandboxfs.session.server import SandboxfsServer, ServerOptions
 from sandboxfs.tools.accounts import Accounts
 from sandboxfs.transports.sidecar import TOKEN_ENV, Endpoint, SidecarOptions, listen, serve_http
 from sandboxfs.transports.stdio import serve_stdio, take_stdio
@@ -50,18 +48,16 @@ from sandboxfs.transports.stdio import serve_stdio, take_stdio
 if TYPE_CHECKING:
     import socket
 
-    from mcp.server.lowlevel.server import Server
-
 log = logging.getLogger("sandboxfs")
 
 #: Allocations at least this big get a mapping of their own (see set_mmap_threshold).
 _OWN_MAPPING_BYTES: Final = 128 * 1024
 
 #: The test-only switches the server knows.  None of them widens what it serves:
-#: each makes it stricter (a simulated kernel without openat2), slower (a stalled
-#: step) or take another code path of the protocol.  Any other SANDBOXFS_TEST_*
+#: each makes it stricter (a simulated kernel without openat2) or slower (a stalled
+#: step).  Any other SANDBOXFS_TEST_*
 #: variable is refused at startup (what a test must weaken lives in the tests).
-TEST_SWITCHES: Final = frozenset({TEST_OPENAT2_ERRNO_ENV, TEST_STALL_ENV, NO_FAST_LANE_ENV})
+TEST_SWITCHES: Final = frozenset({TEST_OPENAT2_ERRNO_ENV, TEST_STALL_ENV})
 
 LANDLOCK_NOTE: Final = (
     "Landlock confines this server to the command-line directories: client Roots can "
@@ -165,29 +161,10 @@ def serve(args: Arguments) -> int:
         trio.run(serve_http, server, listener, sidecar)
         return 0
     assert wire is not None
-    closer = InputCloser()
-    server = SandboxfsServer(options, access, closer)
-    lane = None if os.environ.get(NO_FAST_LANE_ENV) else FastLane(server)
-
-    def make_sdk() -> Server[Any]:
-        from sandboxfs.session.sdkserver import SdkAdapter  # noqa: PLC0415 - the SDK loads when needed
-
-        return SdkAdapter(server).server
-
+    server = SandboxfsServer(options, access)
     log.info("sandboxfs %s serving MCP on stdio", __version__)
-    trio.run(
-        lambda: serve_stdio(
-            make_sdk,
-            wire,
-            max_line=args.limits.line_bytes,
-            versions=SUPPORTED_VERSIONS,
-            closer=closer,
-            lane=lane,
-        )
-    )
-    if lane is not None:
-        log.debug("The fast lane answered %d request(s) without the SDK dispatcher", lane.taken)
-    return server.exit_code
+    code: int = trio.run(lambda: serve_stdio(server, wire, max_line=args.limits.line_bytes))
+    return code
 
 
 def _listen(endpoint: Endpoint) -> tuple[socket.socket, Endpoint]:

@@ -2,8 +2,8 @@
 
 The allow-list in force is an immutable :class:`~sandboxfs.core.allowlist.AllowList`;
 an update builds a new one and swaps it in.  While client Roots are being
-fetched, tool calls wait (:meth:`AccessControl.ready`), so none runs against a
-root the client has just withdrawn.
+fetched, the session holds tool calls back (:mod:`sandboxfs.session.core`), so
+none runs against a root the client has just withdrawn.
 
 Rules (the seed README, "How It Works"):
 
@@ -21,17 +21,11 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Final, final
-
-import trio
+from typing import final
 
 from sandboxfs.core.allowlist import AllowList, Root
-from sandboxfs.core.errors import TimedOut
 
 log = logging.getLogger("sandboxfs")
-
-#: How long a tool call waits for the client's Roots before failing.
-ROOTS_WAIT_TIMEOUT: Final = 30.0
 
 
 @final
@@ -50,7 +44,7 @@ class Effective:
 
 @final
 class AccessControl:
-    """The allow-list in force for this connection, and its Roots updates."""
+    """The allow-list in force for this connection, and how a Roots answer changes it."""
 
     def __init__(self, cli: AllowList, *, confine: bool, notes: tuple[str, ...] = ()) -> None:
         self.cli = cli
@@ -60,8 +54,6 @@ class AccessControl:
         source = "from the command line" if not cli.empty else "none yet: waiting for Roots"
         self._current = Effective(cli, source)
         self._roots_in_force = False
-        self._pending: trio.Event | None = None
-        self._generation = 0
 
     @property
     def current(self) -> Effective:
@@ -71,31 +63,15 @@ class AccessControl:
         """Log the effective allowed directories (at startup and on every change)."""
         log.info("%s", self._current.describe())
 
-    def begin_update(self) -> int:
-        """Mark a Roots update as under way: tool calls wait until it ends."""
-        self._generation += 1
-        if self._pending is None:
-            self._pending = trio.Event()
-        return self._generation
-
-    def _release(self) -> None:
-        if self._pending is not None:
-            self._pending.set()
-            self._pending = None
-
-    def fail_update(self, generation: int, reason: str) -> None:
-        """The Roots could not be fetched: keep what is in force."""
+    def keep(self, reason: str) -> None:
+        """The Roots could not be fetched (``reason``, already escaped): keep what is
+        in force."""
         log.warning(
             "Could not get the client's Roots (%s); keeping the current directories", reason
         )
-        if generation == self._generation:
-            self._release()
 
-    def finish_update(self, generation: int, roots: list[Root]) -> None:
-        """Install the directories of a Roots answer (stale answers are dropped)."""
-        if generation != self._generation:
-            log.debug("Discarded a stale Roots answer: a newer update has started")
-            return
+    def install(self, roots: list[Root]) -> None:
+        """Put the directories of a Roots answer in force."""
         if roots:
             self._roots_in_force = True
             if self.confine and not self.cli.empty:
@@ -115,19 +91,8 @@ class AccessControl:
             source = "from the command line; the client's Roots name no usable directory"
             self._current = Effective(self.cli, source)
         self.announce()
-        self._release()
 
     def client_without_roots(self) -> None:
         """A 2025-era client without the Roots capability: the command line stays."""
         self._current = Effective(self.cli, "from the command line; the client does not use Roots")
         self.announce()
-
-    async def ready(self) -> Effective:
-        """The allow-list to check a call against, once any Roots update has landed."""
-        pending = self._pending
-        if pending is not None:
-            with trio.move_on_after(ROOTS_WAIT_TIMEOUT):
-                await pending.wait()
-            if not pending.is_set():
-                raise TimedOut("Timed out waiting for the client's Roots; try again")
-        return self._current

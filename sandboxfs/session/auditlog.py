@@ -15,6 +15,9 @@ from typing import Any, Final, TextIO, final
 
 #: Made once: json.dumps with options builds a new encoder on every call.
 _ENCODER: Final = json.JSONEncoder(ensure_ascii=False, default=str)
+#: For a record holding text UTF-8 cannot carry (a lone surrogate a client sent):
+#: escaped, so that writing it can never fail.
+_ASCII_ENCODER: Final = json.JSONEncoder(ensure_ascii=True, default=str)
 
 #: The arguments that name paths; nothing else from a call is logged.
 PATH_ARGUMENTS: Final = ("path", "paths", "source", "destination")
@@ -69,5 +72,11 @@ class AuditLog:
             "bytes": size,
             "durationMs": round(seconds * 1000, 3),
         }
-        self.stream.write(_ENCODER.encode(entry) + "\n")
+        line = _ENCODER.encode(entry)
+        if not line.isascii():
+            try:
+                line.encode("utf-8")
+            except UnicodeEncodeError:
+                line = _ASCII_ENCODER.encode(entry)
+        self.stream.write(line + "\n")
         self.stream.flush()

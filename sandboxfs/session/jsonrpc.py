@@ -1,16 +1,18 @@
-"""The wire facts the stdio path needs without importing the MCP SDK.
+"""JSON-RPC on the wire: protocol versions, error codes, how request ids correlate
+(the MCP SDK's own values: a test compares them), and lines in and out.
 
-Protocol versions, JSON-RPC error codes, how request ids correlate (the SDK's
-own values: a test compares them) and how long a client may take to answer
-``roots/list``.  Importing the SDK costs over a second and some 35 MiB, so the
-stdio transport and the fast lane use these and load the SDK only when a
-connection needs it.
+:func:`decode` turns a line into a JSON-RPC object with a sound envelope, or the
+error line to answer; :func:`encode` turns any message into bytes and never
+raises (text a client sent that JSON cannot carry, such as a lone surrogate, is
+replaced, not fatal).
 """
 
 from __future__ import annotations
 
 import json
 from typing import Any, Final
+
+import pydantic_core
 
 #: Versions negotiated by an ``initialize`` handshake (the 2025 era).
 HANDSHAKE_VERSIONS: Final = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
@@ -29,8 +31,11 @@ ROOTS_FETCH_TIMEOUT: Final = 30.0
 
 PARSE_ERROR: Final = -32700
 INVALID_REQUEST: Final = -32600
+METHOD_NOT_FOUND: Final = -32601
 INVALID_PARAMS: Final = -32602
 INTERNAL_ERROR: Final = -32603
+HEADER_MISMATCH: Final = -32020
+UNSUPPORTED_PROTOCOL_VERSION: Final = -32022
 
 
 class ProtocolError(Exception):
@@ -61,6 +66,35 @@ def correlation_key(request_id: Any) -> Any:
     return request_id
 
 
+def error_message(request_id: Any, code: int, message: str, data: Any = None) -> dict[str, Any]:
+    """A JSON-RPC error response object."""
+    error: dict[str, Any] = {"code": code, "message": message}
+    if data is not None:
+        error["data"] = data
+    return {"jsonrpc": "2.0", "id": request_id, "error": error}
+
+
+def encode(message: dict[str, Any]) -> bytes:
+    """A message as compact JSON.  Never raises: strings JSON cannot carry (lone
+    surrogates from a client's text or an undecodable name) become U+FFFD."""
+    try:
+        return pydantic_core.to_json(message)
+    except (pydantic_core.PydanticSerializationError, ValueError):
+        return pydantic_core.to_json(_cleaned(message))
+
+
+def _cleaned(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    if isinstance(value, dict):
+        return {_cleaned(k): _cleaned(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_cleaned(v) for v in value]
+    if isinstance(value, int | float | bool) or value is None:
+        return value
+    return _cleaned(str(value))
+
+
 def error_frame(request_id: Any, code: int, message: str, data: Any = None) -> bytes:
     """One JSON-RPC error line."""
     error: dict[str, Any] = {"code": code, "message": message}
@@ -68,16 +102,6 @@ def error_frame(request_id: Any, code: int, message: str, data: Any = None) -> b
         error["data"] = data
     frame = {"jsonrpc": "2.0", "id": request_id, "error": error}
     return (json.dumps(frame, separators=(",", ":")) + "\n").encode()
-
-
-#: Frames at least this big are sent without a copy to append the newline.
-_SPLIT_FRAME: Final = 64 * 1024
-
-
-def framed(frame: bytes) -> bytes:
-    """A JSON frame with its newline; a big one without (the relay sends it apart,
-    sparing a copy of the frame)."""
-    return frame + b"\n" if len(frame) < _SPLIT_FRAME else frame
 
 
 def _envelope_problem(obj: dict[str, Any]) -> str | None:
@@ -96,14 +120,9 @@ def _envelope_problem(obj: dict[str, Any]) -> str | None:
     return None
 
 
-#: The members of a request the fast lane may take without pydantic's validation.
-_PLAIN_REQUEST: Final = frozenset({"jsonrpc", "id", "method", "params"})
-_PLAIN_NOTIFICATION: Final = frozenset({"jsonrpc", "method", "params"})
-
-
 def decode(line: bytes) -> dict[str, Any] | bytes | None:
-    """A JSON-RPC object with a sound envelope, an error line to send back, or None
-    (blank)."""
+    """A JSON-RPC object with a sound envelope, the error line to send back, or None
+    (a blank line, or a malformed response: a response is never answered)."""
     if not line.strip():
         return None
     try:
@@ -112,21 +131,17 @@ def decode(line: bytes) -> dict[str, Any] | bytes | None:
         return error_frame(None, PARSE_ERROR, "Parse error")
     if not isinstance(obj, dict):
         return error_frame(None, INVALID_REQUEST, "Invalid Request")
-    # A bad id would make pydantic read a request as a notification: refuse it first.
+    return _checked(obj)
+
+
+def _checked(obj: dict[str, Any]) -> dict[str, Any] | bytes | None:
+    """A decoded object with a sound envelope, the error line for it, or None for a
+    response that cannot be used (nobody to answer)."""
+    if "method" not in obj and ("result" in obj or "error" in obj):  # a response
+        return obj if _envelope_problem(obj) is None and "id" in obj else None
     if "id" in obj and not valid_id(obj["id"]):
         return error_frame(None, INVALID_REQUEST, "Invalid Request: bad id")
     problem = _envelope_problem(obj)
     if problem is not None:
         return error_frame(obj.get("id"), INVALID_REQUEST, f"Invalid Request: {problem}")
     return obj
-
-
-def plain_request(obj: dict[str, Any]) -> bool:
-    """A request with nothing beyond what :func:`decode` checked: the fast lane may
-    take it as it is."""
-    return "id" in obj and "method" in obj and obj.keys() <= _PLAIN_REQUEST
-
-
-def plain_notification(obj: dict[str, Any]) -> bool:
-    """A notification with nothing beyond what :func:`decode` checked."""
-    return "id" not in obj and "method" in obj and obj.keys() <= _PLAIN_NOTIFICATION

@@ -1,12 +1,12 @@
-"""The server itself, without the MCP SDK: its tools, allow-list and handshake facts.
+"""The server behind every session: its tools, resources and allowed directories.
 
-:class:`SandboxfsServer` runs a tool call from its name and arguments to its
-wire result: argument validation against the tool's input schema, waiting for
-a Roots update, running the tool in a worker thread with timeouts, turning
-:class:`~sandboxfs.core.errors.SandboxError` into an ``isError`` result.  It also
-knows what the server answers to ``initialize`` and ``tools/list``, so the stdio
-fast lane can answer them before the SDK is loaded.  The SDK adapter
-(:mod:`sandboxfs.session.sdkserver`) serves everything else; nothing here imports the SDK.
+:class:`SandboxfsServer` does the work a :class:`~sandboxfs.session.core.Session`
+asks for.  A tool call goes from its name and arguments to its wire result:
+argument validation against the tool's input schema, the tool in a worker
+thread with timeouts, :class:`~sandboxfs.core.errors.SandboxError` as an
+``isError`` result, one audit record.  A resource read and the opening of a
+client's Roots go through the same confined filesystem layer.  It knows
+nothing of JSON-RPC framing or of a transport.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar, final
 
@@ -34,9 +34,12 @@ from sandboxfs.session.access import AccessControl, Effective
 from sandboxfs.session.argcheck import compile_schema
 from sandboxfs.session.auditlog import AuditLog
 from sandboxfs.session.blocking import BlockingRunner
+from sandboxfs.session.core import Caller, SessionConfig
 from sandboxfs.session.jsonrpc import INVALID_PARAMS, MODERN_VERSIONS, ProtocolError
+from sandboxfs.session.resources import FILE_TEMPLATE, read_resource
 from sandboxfs.tools import CallContext, MediaBlock, ToolResult, ToolSpec, served_tools
 from sandboxfs.tools.accounts import Accounts
+from sandboxfs.tools.spec import Progress
 
 log = logging.getLogger("sandboxfs")
 
@@ -52,11 +55,6 @@ _NO_DIRECTORIES_2026: Final = (
     "Server cannot operate: no allowed directories. It was started without command-line "
     "directories, and on protocol version 2026-07-28 the client cannot provide them through "
     "Roots. Restart the server with the directories it may access as arguments."
-)
-_NO_DIRECTORIES_NO_ROOTS: Final = (
-    "Server cannot operate: no allowed directories. It was started without command-line "
-    "directories and the client does not support MCP Roots. Either start the server with "
-    "directory arguments, or use a client that provides Roots."
 )
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -168,28 +166,6 @@ def tool_definition(spec: ToolSpec, input_schema: dict[str, Any]) -> dict[str, A
 
 
 @final
-class InputCloser:
-    """Ends the connection from inside: stops reading, so the server loop sees end of
-    input, answers what it can, and returns once everything is written."""
-
-    def __init__(self) -> None:
-        self.scope = trio.CancelScope()
-
-    def close(self) -> None:
-        self.scope.cancel()
-
-
-@final
-@dataclass(frozen=True, slots=True)
-class Caller:
-    """Who makes a tool call, as the audit log and the era-specific messages need it."""
-
-    protocol_version: str
-    client: str | None = None
-    peer: str | None = None
-
-
-@final
 @dataclass(frozen=True)
 class ServerOptions:
     """What the command line decided about serving."""
@@ -208,15 +184,11 @@ class ServerOptions:
 
 @final
 class SandboxfsServer:
-    """One MCP server instance: its tools, its allow-list and its Roots handling."""
+    """One MCP server: its tools, its resources and the allow-list in force."""
 
-    def __init__(
-        self, options: ServerOptions, access: AccessControl, closer: InputCloser | None = None
-    ) -> None:
+    def __init__(self, options: ServerOptions, access: AccessControl) -> None:
         self.options = options
         self.access = access
-        self.closer = closer
-        self.exit_code = 0
         self.specs = served_tools(read_only=options.read_only)
         self.by_name = {spec.name: spec for spec in self.specs}
         self.schemas = {spec.name: spec.input_schema() for spec in self.specs}
@@ -236,106 +208,18 @@ class SandboxfsServer:
         self.revisions = RevisionCache()
         #: The resolve flags every call of this server uses.
         self.confinement = Confinement(no_xdev=options.no_xdev)
-        #: The Roots update a client's ``initialize`` began (fetched once initialized).
-        self.initial_roots: int | None = None
-        #: What of the handshake the SDK is about to see again (see expect_replay).
-        self._replayed_initialize = False
-        self._replayed_initialized = False
 
-    # -- the 2025-era handshake ---------------------------------------------------
-
-    def on_initialize(self, params: Any) -> None:
-        """A client's ``initialize``: a client with Roots makes calls wait for them;
-        without Roots or directories the server cannot work (ProtocolError, and
-        the connection ends).  The replay of one the fast lane greeted is ignored."""
-        if self._replayed_initialize:
-            self._replayed_initialize = False
-            return
-        if not self.options.roots:
-            return
-        capabilities = params.get("capabilities") if isinstance(params, dict) else None
-        has_roots = isinstance(capabilities, dict) and capabilities.get("roots") is not None
-        if has_roots:
-            # Calls from now on wait for the client's Roots (fetched once initialized).
-            self.initial_roots = self.access.begin_update()
-            return
-        if self.access.cli.empty:
-            log.error("Error: %s", _NO_DIRECTORIES_NO_ROOTS)
-            self.exit_code = 1
-            if self.closer is not None:
-                self.closer.close()
-            raise ProtocolError(INVALID_PARAMS, _NO_DIRECTORIES_NO_ROOTS)
-
-    def may_greet(self, capabilities: dict[str, Any]) -> bool:
-        """Whether the fast lane may answer an ``initialize`` with these client
-        capabilities itself: one :meth:`on_initialize` accepts."""
-        refused = self.options.roots and self.access.cli.empty and "roots" not in capabilities
-        return not refused
-
-    def initialize_result(self, version: str) -> dict[str, Any]:
-        """The ``initialize`` answer for a handshake version the client asked for."""
-        return {
-            "protocolVersion": version,
-            "capabilities": {
-                "resources": {"listChanged": False, "subscribe": False},
-                "tools": {"listChanged": False},
-            },
-            "serverInfo": dict(self.server_info),
-            "instructions": INSTRUCTIONS,
-        }
-
-    def lane_initialized(self) -> int | None:
-        """The fast lane saw ``notifications/initialized`` after greeting the client:
-        the Roots update to fetch, if the client has Roots."""
-        generation, self.initial_roots = self.initial_roots, None
-        if generation is None:
-            self.initialized_without_roots()
-        return generation
-
-    def lane_roots_changed(self) -> int:
-        """The client's Roots changed (the fast lane took the notification): the
-        update to fetch."""
-        return self.access.begin_update()
-
-    def expect_replay(self, *, initialized: bool) -> None:
-        """The SDK is about to receive the handshake the fast lane answered: its
-        ``initialize`` (and ``initialized``, if sent) were already acted on."""
-        self._replayed_initialize = True
-        self._replayed_initialized = initialized
-
-    def replayed_initialized(self) -> bool:
-        """Whether an ``initialized`` the SDK receives is the fast lane's replay of one
-        already handled (true once)."""
-        replayed, self._replayed_initialized = self._replayed_initialized, False
-        return replayed
-
-    async def fill_roots(self, generation: int, fetch: Callable[[], Awaitable[list[str]]]) -> None:
-        """Finish the Roots update ``generation`` with the URIs ``fetch`` gets from the
-        client; if it fails (an error answer, a timeout, a closed connection), keep
-        the directories in force."""
-        access = self.access
-        try:
-            uris = await fetch()
-        except Exception as exc:
-            access.fail_update(generation, clean_text(str(exc)) or type(exc).__name__)
-            return
-        try:
-            roots = await self.bounded(
-                lambda _watch: roots_from_uris(
-                    uris, access.cli, confine=access.confine, confinement=self.confinement
-                )
-            )
-        except SandboxError as exc:
-            access.fail_update(generation, str(exc))
-            return
-        access.finish_update(generation, roots)
-
-    def initialized_without_roots(self) -> None:
-        """Initialized, with no Roots to fetch: the command line decides."""
-        if self.options.roots and not self.access.cli.empty:
-            self.access.client_without_roots()
-
-    # -- tools --------------------------------------------------------------------
+    def session_config(self, *, http: bool = False) -> SessionConfig:
+        """What a session of this server knows of it."""
+        return SessionConfig(
+            server_info=self.server_info,
+            instructions=INSTRUCTIONS,
+            tools=self.tool_definitions,
+            resource_templates=[FILE_TEMPLATE],
+            roots=self.options.roots and not http,
+            has_directories=not self.access.cli.empty,
+            http=http,
+        )
 
     def sandbox(self, effective: Effective) -> Sandbox:
         resolver = Resolver(
@@ -351,14 +235,63 @@ class SandboxfsServer:
         async with self._calls:
             return await self.runner.run(fn)
 
-    async def run_tool(self, name: str, arguments: dict[str, Any], caller: Caller) -> WireResult:
-        """One tool call, audited: the SDK's handler and the fast lane both come here.
-        An unknown tool raises ProtocolError."""
+    # -- Roots ----------------------------------------------------------------------------
+
+    async def open_roots(self, uris: Sequence[str]) -> None:
+        """Open the directories of a client's Roots answer and put them in force."""
+        access = self.access
+        try:
+            roots = await self.bounded(
+                lambda _watch: roots_from_uris(
+                    uris, access.cli, confine=access.confine, confinement=self.confinement
+                )
+            )
+        except SandboxError as exc:
+            access.keep(str(exc))
+            return
+        access.install(roots)
+
+    # -- tools ----------------------------------------------------------------------------
+
+    async def run_tool(
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        caller: Caller,
+        progress: Progress | None = None,
+    ) -> WireResult:
+        """One tool call, audited.  An unknown tool raises ProtocolError."""
         started = time.monotonic()
-        result = await self._run_tool(name, arguments, caller)
+        spec = self.by_name.get(name)
+        if spec is None:
+            self._audit(name, arguments, caller, started, error="EINVAL")
+            raise ProtocolError(INVALID_PARAMS, f"Unknown tool: {name}")
+        result = await self._run_tool(spec, arguments, caller, progress)
         failed = bool(result["isError"])
         structured = result.get("structuredContent")
         error = structured.get("error") if failed and isinstance(structured, dict) else None
+        self._audit(
+            name,
+            arguments,
+            caller,
+            started,
+            error=(error.get("code") if isinstance(error, dict) else "EIO") if failed else None,
+            size=sum(
+                len(block.get("text") or block.get("data") or "") for block in result["content"]
+            ),
+        )
+        return result
+
+    def _audit(
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        caller: Caller,
+        started: float,
+        *,
+        error: str | None,
+        size: int = 0,
+    ) -> None:
         self.options.audit.record(
             tool=name,
             arguments=arguments,
@@ -366,32 +299,23 @@ class SandboxfsServer:
             protocol=caller.protocol_version,
             client=caller.client,
             peer=caller.peer,
-            outcome="error" if failed else "ok",
-            code=error.get("code") if isinstance(error, dict) else None,
-            size=sum(
-                len(block.get("text") or block.get("data") or "") for block in result["content"]
-            ),
+            outcome="error" if error is not None else "ok",
+            code=error,
+            size=size,
             seconds=time.monotonic() - started,
         )
-        return result
 
-    async def run_lane_tool(
-        self, name: str, arguments: dict[str, Any], protocol_version: str, client: str | None
+    async def _run_tool(
+        self,
+        spec: ToolSpec,
+        arguments: dict[str, Any],
+        caller: Caller,
+        progress: Progress | None,
     ) -> WireResult:
-        """:meth:`run_tool` for the fast lane, which maps unexpected errors itself."""
-        return await self.run_tool(name, arguments, Caller(protocol_version, client=client))
-
-    async def _run_tool(self, name: str, arguments: dict[str, Any], caller: Caller) -> WireResult:
-        spec = self.by_name.get(name)
-        if spec is None:
-            raise ProtocolError(INVALID_PARAMS, f"Unknown tool: {name}")
         if not self.arguments_ok[spec.name](arguments):
             details = _argument_problems(self.schemas[spec.name], arguments)
             return error_result(f"Invalid arguments for tool {spec.name}: {details}")
-        try:
-            effective = await self.access.ready()
-        except SandboxError as exc:
-            return error_result(str(exc), exc.code)
+        effective = self.access.current
         if effective.allow.empty and spec.name != "list_allowed_directories":
             modern = caller.protocol_version in MODERN_VERSIONS
             message = (
@@ -402,15 +326,18 @@ class SandboxfsServer:
             return error_result(message, AccessDenied.default_code)
         sandbox = self.sandbox(effective)
         allowed = tuple(effective.allow.display())
+        # The Roots note matters only to a client that has Roots (2025 era, stdio).
+        notes = self.access.notes if caller.protocol_version not in MODERN_VERSIONS else ()
 
         def work(watch: Watch) -> ToolResult:
             context = CallContext(
                 sandbox=sandbox.with_watch(watch),
                 limits=self.options.limits,
                 allowed=allowed,
-                notes=self.access.notes,
+                notes=notes,
                 home=self.options.home,
                 accounts=self.options.accounts,
+                **({"progress": progress} if progress is not None else {}),
             )
             return spec.handler(context, **arguments)
 
@@ -419,3 +346,9 @@ class SandboxfsServer:
         except SandboxError as exc:
             return error_result(str(exc), exc.code)
         return to_wire(result)
+
+    # -- resources ---------------------------------------------------------------------------
+
+    async def read_resource(self, uri: str) -> dict[str, Any]:
+        """``resources/read`` of one ``file://`` URI (see sandboxfs.session.resources)."""
+        return await read_resource(self, uri)

@@ -66,6 +66,15 @@ class ToolResult:
     media: MediaBlock | None = None
 
 
+#: Reports how far a long call has come: ``(done, total or None, message or None)``.
+#: Safe to call from a worker thread, as often as a tool likes: the session throttles.
+Progress = Callable[[float, float | None, str | None], None]
+
+
+def _no_progress(done: float, total: float | None, message: str | None) -> None:
+    """Progress nobody asked for."""
+
+
 @final
 @dataclass(frozen=True, slots=True)
 class CallContext:
@@ -79,6 +88,8 @@ class CallContext:
     notes: tuple[str, ...] = ()
     home: str | None = None
     accounts: Accounts = field(default_factory=Accounts)
+    #: Where a long call (a walk, a grep, a big read or copy) says how far it has come.
+    progress: Progress = _no_progress
 
 
 Handler = Callable[..., ToolResult]

@@ -26,14 +26,12 @@ import socket
 import stat
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Final, final
+from typing import Any, Final, final
 
 import trio
 
 from sandboxfs.session.server import SandboxfsServer
-
-if TYPE_CHECKING:
-    from mcp.server.transport_security import TransportSecuritySettings
+from sandboxfs.transports.mcp_http import HttpPolicy, McpEndpoint
 
 log = logging.getLogger("sandboxfs")
 
@@ -131,25 +129,6 @@ def listen(endpoint: Endpoint) -> socket.socket:
     return sock
 
 
-def security_settings(
-    endpoint: Endpoint, hosts: Sequence[str], origins: Sequence[str]
-) -> TransportSecuritySettings:
-    """Host and Origin allow-lists: loopback names by default, plus what was given."""
-    from mcp.server.transport_security import (  # noqa: PLC0415 - stdio never needs it
-        TransportSecuritySettings,
-    )
-
-    allowed_hosts = ["127.0.0.1:*", "localhost:*", "[::1]:*", "localhost", *hosts]
-    allowed_origins = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*", *origins]
-    if endpoint.host and endpoint.port and not endpoint.loopback:
-        allowed_hosts.append(f"{endpoint.host}:{endpoint.port}")
-    return TransportSecuritySettings(
-        enable_dns_rebinding_protection=True,
-        allowed_hosts=allowed_hosts,
-        allowed_origins=allowed_origins,
-    )
-
-
 async def _plain(
     send: Send, status: int, body: bytes, headers: Sequence[tuple[bytes, bytes]] = ()
 ) -> None:
@@ -204,6 +183,9 @@ class Gate:
                 [(b"www-authenticate", b'Bearer realm="sandboxfs"')],
             )
             return
+        if path != MCP_PATH:
+            await _plain(send, 404, b"Not Found: MCP is served at /mcp\n")
+            return
         self.in_flight += 1
         try:
             await self.app(scope, receive, send)
@@ -251,18 +233,16 @@ async def serve_http(
     from hypercorn.config import Config  # noqa: PLC0415
     from hypercorn.trio import serve  # noqa: PLC0415
 
-    from sandboxfs.session.sdkserver import SdkAdapter  # noqa: PLC0415
-
-    mcp_app = SdkAdapter(server).server.streamable_http_app(
-        streamable_http_path=MCP_PATH,
-        json_response=options.json_response,
-        stateless_http=True,
-        max_request_body_size=options.max_body,
-        transport_security=security_settings(
-            options.endpoint, options.allowed_hosts, options.allowed_origins
-        ),
+    endpoint = options.endpoint
+    policy = HttpPolicy.for_endpoint(
+        endpoint.host if endpoint.unix is None else None,
+        endpoint.port,
+        allowed_hosts=options.allowed_hosts,
+        allowed_origins=options.allowed_origins,
+        max_body=options.max_body,
+        json_only=options.json_response,
     )
-    gate = Gate(mcp_app, options.token)
+    gate = Gate(McpEndpoint(server, policy), options.token)
     config = Config()
     config.bind = [f"fd://{listener.fileno()}"]
     config.accesslog = None
@@ -283,7 +263,7 @@ async def serve_http(
                 stopping.set()
                 return
 
-    log.info("sandboxfs serving MCP on %s", options.endpoint.describe())
+    log.info("sandboxfs serving MCP on %s", endpoint.describe())
     async with trio.open_nursery() as nursery:
         nursery.start_soon(watch_signals)
         await serve(gate, config, shutdown_trigger=stopping.wait)  # type: ignore[arg-type]

@@ -1,0 +1,581 @@
+"""The MCP session, sans I/O: messages in, messages and effects out.
+
+In the spirit of h11: a :class:`Session` never reads, writes, sleeps or starts a
+thread.  A transport feeds it each decoded JSON-RPC object (:meth:`Session.receive`)
+and what the work it asked for came to (:meth:`Session.completed`,
+:meth:`Session.roots_settled`, :meth:`Session.timer_expired`,
+:meth:`Session.input_ended`), and carries out the effects it returns, in order:
+:class:`Send` a message, run a :class:`Call`, :class:`Cancel` one, start a timer,
+:class:`OpenRoots` or :class:`KeepRoots` the client sent, :class:`Close` the
+connection.
+
+What it owns: the era of the connection (2025 ``initialize`` or 2026-07-28
+stateless requests with their envelope), the handshake and capabilities, every
+method sandboxfs serves and the errors for the rest, the client's Roots (the
+``roots/list`` requests the server sends, one at a time, and the calls that wait
+while they are answered), the requests in flight and their cancellation.
+
+Guarantees: every request gets exactly one answer unless the client cancelled it;
+a notification or a response never gets one; nothing a client sends raises out of
+:meth:`Session.receive` (an unexpected failure is answered -32603); client text
+that reaches the log is escaped.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal, final
+
+import pydantic_core
+
+from sandboxfs.core.names import quote_name
+from sandboxfs.session.envelope import (
+    check_envelope,
+    check_request_params,
+    client_name,
+    finish_legacy,
+    finish_modern,
+    invalid_params,
+    is_modern,
+    progress_token,
+    unsupported_version,
+)
+from sandboxfs.session.jsonrpc import (
+    HANDSHAKE_VERSIONS,
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    ROOTS_FETCH_TIMEOUT,
+    SUPPORTED_VERSIONS,
+    ProtocolError,
+    correlation_key,
+    error_message,
+)
+
+log = logging.getLogger("sandboxfs")
+
+Era = Literal["2025", "2026"]
+JSON = dict[str, Any]
+
+#: The version a 2025-era client gets when it asks for one that is not served.
+LATEST_HANDSHAKE_VERSION: Final = HANDSHAKE_VERSIONS[-1]
+#: Requests each era serves, besides what is refused before the handshake.
+METHODS_2025: Final = frozenset(
+    {
+        "initialize",
+        "ping",
+        "tools/list",
+        "tools/call",
+        "resources/list",
+        "resources/templates/list",
+        "resources/read",
+        "logging/setLevel",
+    }
+)
+METHODS_2026: Final = frozenset(
+    {
+        "server/discover",
+        "tools/list",
+        "tools/call",
+        "resources/list",
+        "resources/templates/list",
+        "resources/read",
+    }
+)
+#: Methods whose work runs outside the session (the transport's driver runs them).
+CALLS: Final = frozenset({"tools/call", "resources/read"})
+
+NO_DIRECTORIES_NO_ROOTS: Final = (
+    "Server cannot operate: no allowed directories. It was started without command-line "
+    "directories and the client does not support MCP Roots. Either start the server with "
+    "directory arguments, or use a client that provides Roots."
+)
+
+
+# -- effects --------------------------------------------------------------------------
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Send:
+    """Write this message to the client."""
+
+    message: JSON
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who makes a call, as the audit log and the era-specific messages need it."""
+
+    protocol_version: str
+    client: str | None = None
+    peer: str | None = None
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Call:
+    """Run ``method`` (``tools/call`` or ``resources/read``) and report what it came to
+    with :meth:`Session.completed` under ``key``.  ``progress`` is the client's
+    progress token, if it asked for progress."""
+
+    key: int
+    method: str
+    params: JSON
+    caller: Caller
+    progress: str | int | None = None
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Cancel:
+    """Stop waiting for the call ``key``: the client cancelled it (it is never answered)."""
+
+    key: int
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class StartTimer:
+    """Call :meth:`Session.timer_expired` with ``name`` after ``seconds``."""
+
+    name: str
+    seconds: float
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class OpenRoots:
+    """Open the directories of the client's Roots answer and put them in force, then
+    call :meth:`Session.roots_settled` with ``generation``."""
+
+    generation: int
+    uris: tuple[str, ...]
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class KeepRoots:
+    """The client's Roots could not be had (``reason``, escaped): keep what is in force."""
+
+    reason: str
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class UseCommandLine:
+    """An initialized client without Roots: the command-line directories decide."""
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Close:
+    """Stop reading: the connection ends (once what is in flight is answered) with
+    ``exit_code``."""
+
+    exit_code: int
+
+
+Effect = Send | Call | Cancel | StartTimer | OpenRoots | KeepRoots | UseCommandLine | Close
+
+
+# -- configuration ----------------------------------------------------------------------
+
+
+@final
+@dataclass(frozen=True)
+class SessionConfig:
+    """What a session knows of the server it speaks for."""
+
+    server_info: JSON
+    instructions: str
+    #: ``tools/list`` entries, as served.
+    tools: list[JSON]
+    resource_templates: list[JSON]
+    #: Whether a 2025-era client's Roots change the allowed directories (stdio only).
+    roots: bool = True
+    #: Whether directories were given on the command line.
+    has_directories: bool = True
+    #: Streamable HTTP: every request stands alone (no handshake gate, no back channel),
+    #: and the era comes with the request (the ``MCP-Protocol-Version`` header).
+    http: bool = False
+
+
+def capabilities(era: Era) -> JSON:
+    caps: JSON = {
+        "resources": {"listChanged": False, "subscribe": False},
+        "tools": {"listChanged": False},
+    }
+    if era == "2025":
+        caps["logging"] = {}
+    return caps
+
+
+@dataclass
+class _InFlight:
+    request_id: Any
+    method: str
+
+
+@dataclass
+class _Roots:
+    """The client's Roots: declared, fetched one request at a time."""
+
+    declared: bool = False
+    #: The update under way (calls wait while one is), if any.
+    generation: int | None = None
+    #: The id of the roots/list request awaiting an answer, if any.
+    asking: str | None = None
+    #: A change was announced while a request was out: ask again once it is answered.
+    again: bool = False
+    #: Calls waiting for the update, in arrival order.
+    waiting: list[Call] = field(default_factory=list)
+    #: Whether the Roots were asked for since the last ``initialize``.
+    fetched: bool = False
+
+
+# -- the session --------------------------------------------------------------------------
+
+
+@final
+class Session:
+    """One MCP connection (stdio), or one HTTP request (``config.http``), without I/O."""
+
+    def __init__(
+        self, config: SessionConfig, *, era: Era | None = None, version: str | None = None
+    ) -> None:
+        self.config = config
+        #: Decided by the first request on stdio; given per request over HTTP.
+        self.era: Era | None = era
+        self.version: str | None = version
+        self.initialized = config.http  # HTTP has no handshake gate
+        self.client: str | None = None
+        self.peer: str | None = None
+        self.closed = False
+        self.input_over = False
+        self._keys = itertools.count(1)
+        self._asks = itertools.count(1)
+        self._generations = itertools.count(1)
+        self._in_flight: dict[int, _InFlight] = {}
+        self._roots = _Roots()
+        self._greeted_without_roots = False
+
+    # -- what the transport asks ------------------------------------------------------------
+
+    @property
+    def busy(self) -> bool:
+        """Whether a call is running or waiting (the transport waits at end of input)."""
+        return bool(self._in_flight)
+
+    # -- inputs -------------------------------------------------------------------------
+
+    def receive(self, message: JSON) -> list[Effect]:
+        """A decoded JSON-RPC object (its envelope already sound, see jsonrpc.decode)."""
+        try:
+            if "method" not in message:
+                return self._response(message)
+            if "id" not in message:
+                return self._notification(message["method"], message.get("params"))
+            return self._request(message["id"], message["method"], message.get("params"))
+        except Exception:
+            log.exception("internal error while handling a message")
+            if "method" in message and "id" in message:
+                return [Send(error_message(message["id"], INTERNAL_ERROR, "Internal error"))]
+            return []
+
+    def completed(self, key: int, result: JSON | ProtocolError) -> list[Effect]:
+        """What the call ``key`` came to: its result, or the JSON-RPC error it fails with."""
+        entry = self._in_flight.pop(key, None)
+        if entry is None:  # cancelled: never answered
+            return []
+        if isinstance(result, ProtocolError):
+            return [Send(error_message(entry.request_id, result.code, result.message, result.data))]
+        return [Send(self._answer(entry.request_id, entry.method, result))]
+
+    def failed(self, key: int) -> list[Effect]:
+        """The call ``key`` raised something unexpected (logged by the caller)."""
+        return self.completed(key, ProtocolError(INTERNAL_ERROR, "Internal error"))
+
+    def progress_notice(
+        self, token: str | int, progress: float, total: float | None, message: str | None
+    ) -> list[Effect]:
+        """A ``notifications/progress`` for a call that asked for progress."""
+        params: JSON = {"progressToken": token, "progress": progress}
+        if total is not None:
+            params["total"] = total
+        if message is not None:
+            params["message"] = message
+        return [Send({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})]
+
+    def roots_settled(self, generation: int) -> list[Effect]:
+        """The Roots answer of ``generation`` is in force (or was given up): the calls
+        that waited for it run now."""
+        roots = self._roots
+        if roots.generation != generation or roots.asking is not None:
+            return []
+        return self._release()
+
+    def timer_expired(self, name: str) -> list[Effect]:
+        kind, _, ask = name.partition(":")
+        if kind == "roots" and ask == self._roots.asking:
+            return self._roots_failed(f"no answer to roots/list within {ROOTS_FETCH_TIMEOUT:g} s")
+        return []
+
+    def input_ended(self) -> list[Effect]:
+        """End of input: nothing more will come; questions to the client go unanswered."""
+        self.input_over = True
+        if self._roots.asking is not None:
+            return self._roots_failed("the connection closed")
+        return []  # an answer being opened settles as usual
+
+    # -- requests ---------------------------------------------------------------------------
+
+    def _request(self, request_id: Any, method: str, params: JSON | None) -> list[Effect]:
+        if self.closed:
+            return []
+        if self.era is None:  # the first request decides a stdio connection's era
+            self.era = "2026" if method != "initialize" and is_modern(params) else "2025"
+        try:
+            if self.era == "2025":
+                return self._legacy(request_id, method, params)
+            return self._modern(request_id, method, params)
+        except ProtocolError as exc:
+            return [Send(error_message(request_id, exc.code, exc.message, exc.data))]
+
+    def _legacy(self, request_id: Any, method: str, params: JSON | None) -> list[Effect]:
+        if method != "initialize" and is_modern(params) and not self.config.http:
+            raise ProtocolError(
+                INVALID_REQUEST,
+                "this connection serves the handshake protocol era; requests carrying the "
+                "2026-07-28 envelope are not accepted on it",
+            )
+        if method not in METHODS_2025:
+            raise _not_found(method)
+        check_request_params(method, params)
+        if method == "initialize":
+            return self._initialize(request_id, params or {})
+        if method == "ping":
+            return [Send(_result(request_id, {}))]
+        if not self.initialized:
+            raise invalid_params()
+        if method == "logging/setLevel":
+            return [Send(_result(request_id, {}))]
+        return self._serve(request_id, method, params, self.version or LATEST_HANDSHAKE_VERSION)
+
+    def _modern(self, request_id: Any, method: str, params: JSON | None) -> list[Effect]:
+        if method == "initialize" and not self.config.http:
+            requested = (params or {}).get("protocolVersion")
+            raise unsupported_version(
+                requested,
+                "connection is serving the 2026-07-28 protocol; the initialize handshake is "
+                "not accepted",
+            )
+        if method not in METHODS_2026:
+            raise _not_found(method)
+        meta = check_envelope(params)
+        check_request_params(method, params)
+        self.client = client_name(params) or self.client
+        version = meta["io.modelcontextprotocol/protocolVersion"]
+        if method == "server/discover":
+            return [Send(self._answer(request_id, method, self._discovery()))]
+        return self._serve(request_id, method, params, version)
+
+    def _serve(
+        self, request_id: Any, method: str, params: JSON | None, version: str
+    ) -> list[Effect]:
+        if method in CALLS:
+            return self._call(request_id, method, params or {}, version)
+        if method == "tools/list":
+            return [Send(self._answer(request_id, method, {"tools": self.config.tools}))]
+        if method == "resources/list":
+            return [Send(self._answer(request_id, method, {"resources": []}))]
+        templates = {"resourceTemplates": self.config.resource_templates}
+        return [Send(self._answer(request_id, method, templates))]
+
+    def _call(self, request_id: Any, method: str, params: JSON, version: str) -> list[Effect]:
+        key = next(self._keys)
+        self._in_flight[key] = _InFlight(request_id, method)
+        call = Call(
+            key,
+            method,
+            params,
+            Caller(version, client=self.client, peer=self.peer),
+            progress_token(params),
+        )
+        if self._roots.generation is not None:
+            self._roots.waiting.append(call)  # the client's Roots are being fetched
+            return []
+        return [call]
+
+    def _initialize(self, request_id: Any, params: JSON) -> list[Effect]:
+        requested = params["protocolVersion"]
+        self.version = requested if requested in HANDSHAKE_VERSIONS else LATEST_HANDSHAKE_VERSION
+        self.client = params["clientInfo"]["name"]
+        declared = isinstance(params["capabilities"].get("roots"), dict)
+        config = self.config
+        if config.roots and not declared and not config.has_directories:
+            log.error("Error: %s", NO_DIRECTORIES_NO_ROOTS)
+            self.closed = True
+            return [
+                Send(error_message(request_id, INVALID_PARAMS, NO_DIRECTORIES_NO_ROOTS)),
+                Close(1),
+            ]
+        self._roots.declared = declared and config.roots
+        self._roots.fetched = False  # a new handshake asks again, once initialized
+        self.initialized = True
+        result = {
+            "protocolVersion": self.version,
+            "capabilities": capabilities("2025"),
+            "serverInfo": dict(config.server_info),
+            "instructions": config.instructions,
+        }
+        return [Send(_result(request_id, result))]
+
+    def _discovery(self) -> JSON:
+        return {
+            "supportedVersions": list(SUPPORTED_VERSIONS),
+            "capabilities": capabilities("2026"),
+            "instructions": self.config.instructions,
+        }
+
+    def _answer(self, request_id: Any, method: str, result: JSON) -> JSON:
+        if self.era == "2026":
+            finished = finish_modern(method, result, self.config.server_info)
+        else:
+            finished = finish_legacy(method, result)
+        return _result(request_id, finished)
+
+    # -- notifications ------------------------------------------------------------------------
+
+    def _notification(self, method: str, params: JSON | None) -> list[Effect]:
+        if method == "notifications/cancelled":
+            return self._cancelled(params or {})
+        if self.era != "2025" or self.config.http or not self.config.roots or self.closed:
+            return []  # 2026-07-28 (and HTTP) know only cancellation
+        if method == "notifications/initialized":
+            return self._initialized()
+        if method == "notifications/roots/list_changed" and self.initialized:
+            return self._roots_changed()
+        return []
+
+    def _roots_changed(self) -> list[Effect]:
+        if not self._roots.declared:
+            log.info("Ignoring roots/list_changed from a client without the Roots capability")
+            return []
+        return self._fetch_roots()
+
+    def _initialized(self) -> list[Effect]:
+        if not self.initialized:
+            return []
+        roots = self._roots
+        if roots.declared:
+            if roots.fetched:
+                return []
+            roots.fetched = True
+            return self._fetch_roots()
+        if self._greeted_without_roots or not self.config.has_directories:
+            return []
+        self._greeted_without_roots = True
+        return [UseCommandLine()]
+
+    def _cancelled(self, params: JSON) -> list[Effect]:
+        target = correlation_key(params.get("requestId"))
+        if target is None:
+            return []
+        cancelled = [
+            key
+            for key, entry in self._in_flight.items()
+            if correlation_key(entry.request_id) == target
+        ]
+        for key in cancelled:
+            del self._in_flight[key]  # never answered now
+        roots = self._roots
+        if cancelled and roots.waiting:
+            roots.waiting = [c for c in roots.waiting if c.key not in cancelled]
+        return [Cancel(key) for key in cancelled]
+
+    # -- the client's Roots ----------------------------------------------------------------
+
+    def _fetch_roots(self) -> list[Effect]:
+        roots = self._roots
+        if self.input_over:
+            return []
+        roots.generation = next(self._generations)
+        if roots.asking is not None:
+            roots.again = True  # one question at a time: ask again once this one is answered
+            return []
+        ask = f"sandboxfs-{next(self._asks)}"
+        roots.asking = ask
+        request = {"jsonrpc": "2.0", "id": ask, "method": "roots/list"}
+        return [Send(request), StartTimer(f"roots:{ask}", ROOTS_FETCH_TIMEOUT)]
+
+    def _response(self, message: JSON) -> list[Effect]:
+        roots = self._roots
+        if roots.asking is None or message.get("id") != roots.asking:
+            log.debug("Ignoring a response to no request of ours")
+            return []
+        roots.asking = None
+        if roots.again:  # superseded while it was out: ask again
+            roots.again = False
+            roots.generation = None
+            return self._fetch_roots()
+        if "error" in message:
+            error = message["error"]
+            detail = error.get("message") if isinstance(error, dict) else None
+            return self._roots_failed(quote_name(str(detail or "an error answer")))
+        try:
+            uris = root_uris(message.get("result"))
+        except ValueError as exc:
+            return self._roots_failed(str(exc))
+        generation = roots.generation
+        assert generation is not None
+        return [OpenRoots(generation, tuple(uris))]
+
+    def _roots_failed(self, reason: str) -> list[Effect]:
+        self._roots.asking = None
+        self._roots.again = False
+        return [KeepRoots(reason), *self._release()]
+
+    def _release(self) -> list[Effect]:
+        roots = self._roots
+        waiting, roots.waiting = roots.waiting, []
+        roots.generation = None
+        return list(waiting)
+
+
+def _result(request_id: Any, result: JSON) -> JSON:
+    return {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+
+def _not_found(method: str) -> ProtocolError:
+    return ProtocolError(METHOD_NOT_FOUND, "Method not found", method)
+
+
+def root_uris(result: Any) -> list[str]:
+    """The ``file:`` URIs of a client's ``roots/list`` result, normalized as the SDK's
+    models do.  A root that is not one is skipped (and logged); ValueError if the
+    answer is not a list of roots at all."""
+    roots = result.get("roots") if isinstance(result, Mapping) else None
+    if not isinstance(roots, list):
+        raise ValueError("the client's roots/list answer holds no list of roots")
+    uris = []
+    for root in roots:
+        uri = root.get("uri") if isinstance(root, Mapping) else None
+        if not isinstance(uri, str):
+            log.warning("Skipping a malformed client root")
+            continue
+        try:
+            url = pydantic_core.Url(uri)
+        except ValueError:
+            log.warning("Skipping a client root whose URI does not parse: %s", quote_name(uri))
+            continue
+        if url.scheme != "file":
+            log.warning("Skipping client root that is not a local file:// URI: %s", quote_name(uri))
+            continue
+        uris.append(str(url))
+    return uris

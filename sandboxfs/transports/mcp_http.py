@@ -1,0 +1,391 @@
+"""The MCP endpoint of streamable HTTP, as an ASGI application.
+
+Each POST to ``/mcp`` is one JSON-RPC message, served statelessly by a fresh
+:class:`~sandboxfs.session.core.Session` in the era its ``MCP-Protocol-Version``
+header names (none, or a 2025 version: the 2025 era; ``2026-07-28``: that era,
+its envelope and the ``Mcp-Method``/``Mcp-Name`` headers checked against the
+body).  The answer is JSON, unless the request asked for progress and the client
+accepts a stream: then the answer is an SSE stream of the progress
+notifications and the response, and only once a notification is due.
+
+Before a message is read: the ``Host`` must be one this server answers to,
+exactly (a name or address and its port); an ``Origin``, if any, must be a
+loopback page or one allowed by the operator; only POST is served (GET and
+DELETE: 405, there is no session to stream or end); a request carrying both
+``Content-Length`` and ``Transfer-Encoding`` is refused; the body is capped.
+Authentication and the probes sit in front of this (:class:`sidecar.Gate`).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import logging
+import math
+from collections.abc import Awaitable, Callable, MutableMapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, final
+from urllib.parse import urlsplit
+
+import trio
+
+from sandboxfs.session.core import Era, Session
+from sandboxfs.session.driver import Driver
+from sandboxfs.session.envelope import unsupported_version
+from sandboxfs.session.jsonrpc import (
+    HANDSHAKE_VERSIONS,
+    HEADER_MISMATCH,
+    INVALID_REQUEST,
+    MODERN_VERSIONS,
+    PARSE_ERROR,
+    PROTOCOL_VERSION_META_KEY,
+    encode,
+    error_message,
+    valid_id,
+)
+from sandboxfs.session.server import SandboxfsServer
+
+log = logging.getLogger("sandboxfs")
+
+Scope = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
+Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
+
+#: The version a request without ``MCP-Protocol-Version`` speaks (the SDK's rule).
+DEFAULT_VERSION: Final = "2025-03-26"
+LOOPBACK_NAMES: Final = ("127.0.0.1", "localhost", "[::1]")
+#: How the 2026-07-28 era maps a JSON-RPC error to an HTTP status.
+_STATUS: Final = {-32601: 404, -32700: 400, -32600: 400, -32602: 400, -32020: 400}
+
+
+@final
+@dataclass(frozen=True)
+class HttpPolicy:
+    """What the endpoint accepts before it reads a message."""
+
+    #: Host headers answered to, exactly; None accepts any (a unix socket).
+    hosts: frozenset[str] | None
+    #: Origins allowed besides loopback pages.
+    origins: frozenset[str]
+    max_body: int
+    #: Never stream: answer JSON even to a request that asks for progress.
+    json_only: bool = False
+
+    @classmethod
+    def for_endpoint(
+        cls,
+        host: str | None,
+        port: int | None,
+        *,
+        allowed_hosts: Sequence[str],
+        allowed_origins: Sequence[str],
+        max_body: int,
+        json_only: bool,
+    ) -> HttpPolicy:
+        if host is None or port is None:
+            hosts = None
+        else:
+            shown = f"[{host}]" if ":" in host else host
+            names = {*LOOPBACK_NAMES, shown}
+            hosts = frozenset({f"{name}:{port}" for name in names} | set(allowed_hosts))
+        return cls(hosts, frozenset(allowed_origins), max_body, json_only)
+
+    def host_ok(self, host: str | None) -> bool:
+        return self.hosts is None or (host is not None and host in self.hosts)
+
+    def origin_ok(self, origin: str | None) -> bool:
+        """No Origin (not a browser), an allowed one, or a page on this machine's
+        loopback (any port: it is local software, not a rebound name)."""
+        if origin is None or origin in self.origins:
+            return True
+        try:
+            parts = urlsplit(origin)
+            port = parts.port
+        except ValueError:
+            return False
+        netloc = parts.netloc if port is None else parts.netloc.rsplit(":", 1)[0]
+        return parts.scheme in ("http", "https") and netloc in LOOPBACK_NAMES and not parts.path
+
+
+def _headers(scope: Scope) -> dict[str, list[str]]:
+    found: dict[str, list[str]] = {}
+    for name, value in scope.get("headers", []):
+        found.setdefault(name.decode("latin-1").lower(), []).append(value.decode("latin-1"))
+    return found
+
+
+def _one(headers: dict[str, list[str]], name: str) -> str | None:
+    values = headers.get(name)
+    return values[0] if values else None
+
+
+def _media_type(value: str | None) -> str:
+    return (value or "").split(";", 1)[0].strip().lower()
+
+
+def _accepts(headers: dict[str, list[str]]) -> tuple[bool, bool]:
+    """Whether the client takes JSON, and whether it takes an SSE stream."""
+    kinds = {_media_type(part) for value in headers.get("accept", []) for part in value.split(",")}
+    anything = "*/*" in kinds
+    return (
+        anything or "application/json" in kinds or "application/*" in kinds,
+        anything or "text/event-stream" in kinds or "text/*" in kinds,
+    )
+
+
+async def _plain(send: Send, status: int, body: bytes = b"", headers: Sequence[Any] = ()) -> None:
+    start_headers = (
+        [(b"content-type", b"text/plain; charset=utf-8"), *headers] if body else list(headers)
+    )
+    await send({"type": "http.response.start", "status": status, "headers": start_headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _json(send: Send, status: int, message: dict[str, Any]) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json")],
+        }
+    )
+    await send({"type": "http.response.body", "body": encode(message)})
+
+
+def _decoded_name(value: str) -> str:
+    """An ``Mcp-Name`` header, decoded from the SDK's ``=?base64?...?=`` form if used."""
+    if value.startswith("=?base64?") and value.endswith("?="):
+        try:
+            return base64.b64decode(value[9:-2], validate=True).decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError):
+            return value
+    return value
+
+
+def _header_problem(headers: dict[str, list[str]], message: dict[str, Any]) -> str | None:
+    """Why the 2026-07-28 headers disagree with the body, or None."""
+    for name in ("mcp-protocol-version", "mcp-method", "mcp-name"):
+        if len(headers.get(name, [])) > 1:
+            return f"{name} header appears more than once"
+    params = message.get("params") or {}
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    version = meta.get(PROTOCOL_VERSION_META_KEY) if isinstance(meta, dict) else None
+    if version is not None and _one(headers, "mcp-protocol-version") != version:
+        return "mcp-protocol-version header does not match the request envelope's protocol version"
+    if _one(headers, "mcp-method") != message["method"]:
+        return "mcp-method header does not match the request body's method"
+    named = {"tools/call": "name", "resources/read": "uri"}.get(message["method"])
+    if named is not None and isinstance(params, dict) and params.get(named) is not None:
+        given = _one(headers, "mcp-name")
+        if given is None or _decoded_name(given) != params.get(named):
+            return f"mcp-name header does not match the request body's '{named}' parameter"
+    return None
+
+
+@final
+@dataclass
+class _Exchange:
+    """One POST being served."""
+
+    scope: Scope
+    receive: Receive
+    send: Send
+    headers: dict[str, list[str]]
+
+    @property
+    def takes(self) -> tuple[bool, bool]:
+        return _accepts(self.headers)
+
+
+@final
+class McpEndpoint:
+    """``/mcp``: one stateless exchange per POST."""
+
+    def __init__(self, server: SandboxfsServer, policy: HttpPolicy) -> None:
+        self.server = server
+        self.policy = policy
+        self.config = server.session_config(http=True)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        exchange = _Exchange(scope, receive, send, _headers(scope))
+        refused = self._refused(exchange)
+        if refused is not None:
+            await _plain(send, *refused)
+            return
+        body = await self._body(exchange)
+        if body is None:
+            await _plain(send, 413, b"Request body too large\n")
+            return
+        await self._message(exchange, body)
+
+    def _refused(self, exchange: _Exchange) -> tuple[int, bytes, list[Any]] | None:
+        """What a request is refused with before its body is read, or None."""
+        headers, policy = exchange.headers, self.policy
+        problems: list[tuple[bool, int, bytes, list[Any]]] = [
+            (not policy.host_ok(_one(headers, "host")), 421, b"Invalid Host header\n", []),
+            (not policy.origin_ok(_one(headers, "origin")), 403, b"Invalid Origin header\n", []),
+            (
+                exchange.scope.get("method") != "POST",
+                405,
+                b"Only POST is served: this server keeps no sessions\n",
+                [(b"allow", b"POST")],
+            ),
+            (
+                "content-length" in headers and "transfer-encoding" in headers,
+                400,
+                b"Content-Length and Transfer-Encoding cannot both be given\n",
+                [],
+            ),
+            (
+                _media_type(_one(headers, "content-type")) != "application/json",
+                415,
+                b"Content-Type must be application/json\n",
+                [],
+            ),
+            (
+                not any(exchange.takes),
+                406,
+                b"Accept application/json or text/event-stream\n",
+                [],
+            ),
+        ]
+        for problem, status, body, extra in problems:
+            if problem:
+                return status, body, extra
+        return None
+
+    async def _body(self, exchange: _Exchange) -> bytes | None:
+        limit = self.policy.max_body
+        declared = _one(exchange.headers, "content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            return None
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await exchange.receive()
+            if message["type"] != "http.request":
+                return b""
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                return None
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks)
+
+    async def _message(self, exchange: _Exchange, body: bytes) -> None:
+        send = exchange.send
+        try:
+            message = json.loads(body)
+        except (ValueError, RecursionError):
+            await _json(send, 400, error_message(None, PARSE_ERROR, "Parse error"))
+            return
+        if not _one_message(message):
+            text = "Body must be a single JSON-RPC request or notification object"
+            await _json(send, 400, error_message(None, INVALID_REQUEST, text))
+            return
+        if "method" not in message or "id" not in message:
+            await _plain(send, 202)  # a notification or a response: nothing to answer
+            return
+        era, refusal = _era(exchange.headers, message)
+        if refusal is not None:
+            await _json(send, 400, refusal)
+            return
+        takes_json, takes_stream = exchange.takes
+        streaming = takes_stream and not self.policy.json_only
+        stream = streaming and (_wants_progress(message) or not takes_json)
+        await self._serve(exchange, message, era, stream=stream)
+
+    async def _serve(
+        self, exchange: _Exchange, message: dict[str, Any], era: Era, *, stream: bool
+    ) -> None:
+        version = _one(exchange.headers, "mcp-protocol-version") or DEFAULT_VERSION
+        session = Session(self.config, era=era, version=version)
+        client = exchange.scope.get("client")
+        if client:
+            session.peer = f"{client[0]}:{client[1]}"
+        outgoing, incoming = trio.open_memory_channel[dict[str, Any]](math.inf)
+        request_id, send = message["id"], exchange.send
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(_watch_disconnect, exchange.receive, nursery.cancel_scope)
+            driver = Driver(session, self.server, outgoing.send_nowait, nursery)
+            driver.receive(message)
+            started = False
+            async for reply in incoming:
+                final = reply.get("id") == request_id and "method" not in reply
+                if not final and not stream:
+                    continue  # progress nobody can be sent: JSON has one answer
+                if final and not started:
+                    await _json(send, _status(era, reply), reply)
+                    break
+                if not started:
+                    started = True
+                    await send({"type": "http.response.start", "status": 200, "headers": _SSE})
+                event = b"event: message\r\ndata: " + encode(reply) + b"\r\n\r\n"
+                await send({"type": "http.response.body", "body": event, "more_body": not final})
+                if final:
+                    break
+            nursery.cancel_scope.cancel()
+
+
+_SSE: Final = [
+    (b"content-type", b"text/event-stream"),
+    (b"cache-control", b"no-cache, no-transform"),
+    (b"x-accel-buffering", b"no"),
+]
+
+
+def _one_message(message: Any) -> bool:
+    """Whether a body is one JSON-RPC request, notification or response."""
+    if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+        return False
+    if "method" in message:
+        return (
+            isinstance(message["method"], str)
+            and isinstance(message.get("params", {}), dict)
+            and ("id" not in message or valid_id(message["id"]))
+        )
+    return ("result" in message) != ("error" in message)
+
+
+def _era(headers: dict[str, list[str]], message: dict[str, Any]) -> tuple[Era, Any]:
+    """The era a request speaks (from its ``MCP-Protocol-Version``), and the error it is
+    refused with, if any (an unknown version; 2026 headers that disagree with the body)."""
+    version = _one(headers, "mcp-protocol-version") or DEFAULT_VERSION
+    if version in HANDSHAKE_VERSIONS:
+        return "2025", None
+    if version not in MODERN_VERSIONS:
+        error = unsupported_version(version)
+        return "2026", error_message(message["id"], error.code, error.message, error.data)
+    problem = _header_problem(headers, message)
+    if problem is not None:
+        return "2026", error_message(message["id"], HEADER_MISMATCH, problem)
+    return "2026", None
+
+
+def _wants_progress(message: dict[str, Any]) -> bool:
+    params = message.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    return isinstance(meta, dict) and "progressToken" in meta
+
+
+def _status(era: Era, reply: dict[str, Any]) -> int:
+    error = reply.get("error")
+    if era != "2026" or not isinstance(error, dict):
+        return 200
+    code = error.get("code")
+    if code == -32601:
+        return 404
+    if code in _STATUS or (isinstance(code, int) and -32099 <= code <= -32020):
+        return _STATUS.get(code, 400)
+    return 200
+
+
+async def _watch_disconnect(receive: Receive, scope: trio.CancelScope) -> None:
+    """The client went away: stop the work done for it (its call is cancelled)."""
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            scope.cancel()
+            return
