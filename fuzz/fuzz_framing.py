@@ -1,22 +1,36 @@
 """Invariant tested: whatever bytes a client writes on stdin, the stdio framing layer
-either passes a valid SessionMessage on to the server, or answers with exactly
-one well-formed JSON-RPC error line, never any other error.
+either passes a JSON-RPC object with a sound envelope on to the session, or
+answers with exactly one well-formed JSON-RPC error line, or drops a blank line
+or a response nobody can use; never any other outcome, never an exception.
 
 The input is the byte stream.  Checked, for every input:
 
 * ``LineSplitter`` (with a cap and a chunking derived from the input's CRC, so
-  an input always replays the same way) never holds more than the cap, and
-  yields exactly what a reference ``split(b"\\n")`` gives: each line within
-  the cap as is, ``None`` once for each longer line, the unterminated tail
-  from ``finish()``;
-* ``classify`` of every line (uncapped) returns None only for a blank line; a
-  SessionMessage whose kind matches the envelope (``method`` and ``id`` make a
-  request, ``method`` alone a notification, never a response; ids keep their
-  exact type; never both ``result`` and ``error``); or one error line:
-  ASCII JSON ending in a single newline, ``{"jsonrpc": "2.0", "id", "error"}``
-  that the SDK accepts as a JSONRPCError, code -32700 exactly when the line is
-  not JSON and -32600 otherwise, carrying the request's id when it had a
-  usable one and null otherwise;
+  an input always replays the same way) never holds more than the cap
+  (``buffered``), and yields exactly what a reference ``split(b"\\n")`` gives:
+  each line within the cap as is, ``None`` once for each longer line, the
+  unterminated tail from ``finish()``;
+* ``jsonrpc.decode`` of every line (uncapped) returns
+
+  - None only for a blank line, or for a response-shaped object (no
+    ``method``, a ``result`` or an ``error``) that cannot be used; a sound
+    response (``"jsonrpc": "2.0"``, an ``id``, exactly one of ``result`` and
+    ``error``, no ``params``) is never dropped;
+  - or the parsed object itself (same members, ids of their exact type) with
+    ``"jsonrpc": "2.0"`` and a kind that matches its envelope: ``method`` (a
+    str) and a valid ``id`` (an int that is not a bool, or a str) make a
+    request, ``method`` alone a notification, ``params`` absent or an object,
+    never a ``result`` or an ``error`` beside ``method``; without ``method``,
+    a response with an ``id`` and exactly one of ``result`` and ``error``
+    (JSON-RPC 2.0 section 5: never both);
+  - or one error line, never for a response-shaped object (a response is never
+    answered): ASCII JSON ending in a single newline,
+    ``{"jsonrpc": "2.0", "id", "error"}`` that the SDK accepts as a
+    JSONRPCError, code -32700 exactly when the line is not JSON (what
+    ``json.loads`` refuses) and -32600 otherwise, carrying the object's id when
+    it had a valid one (without a lone surrogate, which no client could read back)
+    and null otherwise;
+
 * the "Request too large" answer for a line over the cap is such a line too.
 
 Known bugs can be tolerated for long runs, never by default: set
@@ -29,6 +43,7 @@ import contextlib
 import json
 import os
 import random
+import re
 import sys
 import zlib
 from typing import Any, Final
@@ -41,23 +56,22 @@ with (
     else contextlib.nullcontext()
 ):
     import mcp_types as types
-    from mcp.shared.message import SessionMessage
 
-    from sandboxfs.session.jsonrpc import error_frame
-    from sandboxfs.session.sdkwire import classify
+    from sandboxfs.session.jsonrpc import decode, error_frame
     from sandboxfs.transports.stdio import LineSplitter
 
 KNOWN_BUGS: Final[dict[str, str]] = {}  # fixed ones stay as regression inputs
 TOLERATE_ENV: Final = "SANDBOXFS_FUZZ_TOLERATE"
 MAX_CAP: Final = 80
 _UNPARSABLE: Final = object()
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
 
 
 def tolerated(bug: str) -> bool:
     return bug in os.environ.get(TOLERATE_ENV, "").split(",")
 
 
-def _usable_id(value: Any) -> bool:
+def _valid_id(value: Any) -> bool:
     return (isinstance(value, int) and not isinstance(value, bool)) or isinstance(value, str)
 
 
@@ -66,6 +80,19 @@ def _reference_parse(line: bytes) -> Any:
         return json.loads(line)
     except (ValueError, RecursionError):
         return _UNPARSABLE
+
+
+def _response_shaped(obj: Any) -> bool:
+    return isinstance(obj, dict) and "method" not in obj and ("result" in obj or "error" in obj)
+
+
+def _sound_response(obj: dict[str, Any]) -> bool:
+    return (
+        obj.get("jsonrpc") == "2.0"
+        and "id" in obj
+        and ("result" in obj) != ("error" in obj)
+        and "params" not in obj
+    )
 
 
 def check_error_line(frame: bytes, expected_id: Any, codes: tuple[int, ...]) -> None:
@@ -83,38 +110,42 @@ def check_error_line(frame: bytes, expected_id: Any, codes: tuple[int, ...]) -> 
     assert isinstance(parsed, types.JSONRPCError), frame
 
 
-def check_message(item: SessionMessage, obj: Any) -> None:
-    message = item.message
-    assert isinstance(obj, dict) and obj.get("jsonrpc") == "2.0", obj
-    if isinstance(message, types.JSONRPCRequest | types.JSONRPCResponse | types.JSONRPCError):
-        assert message.id == obj["id"] and type(message.id) is type(obj["id"]), (message, obj)
-    if isinstance(message, types.JSONRPCRequest | types.JSONRPCNotification):
-        assert message.method == obj["method"], (message, obj)
-    ambiguous = "error" in obj and ("method" in obj or "result" in obj)
-    if ambiguous and tolerated("ambiguous-envelope"):
+def check_passed_on(item: dict[str, Any], obj: Any) -> None:
+    """``item``, passed on to the session, is ``obj`` with a sound envelope."""
+    assert isinstance(obj, dict) and item.keys() == obj.keys(), (item, obj)
+    assert item.get("jsonrpc") == "2.0", item
+    if "id" in obj:
+        assert type(item["id"]) is type(obj["id"]), (item, obj)
+        if _valid_id(obj["id"]) or obj["id"] is None:
+            assert item["id"] == obj["id"], (item, obj)
+    if "method" in item:
+        assert isinstance(item["method"], str) and item["method"] == obj["method"], item
+        assert "id" not in item or _valid_id(item["id"]), item  # request, else notification
+        assert "params" not in item or isinstance(item["params"], dict), item
+        assert "result" not in item and "error" not in item, f"ambiguous message passed on: {item}"
         return
     # JSON-RPC 2.0 section 5: result and error MUST NOT both be present.
-    assert not ("result" in obj and "error" in obj), f"ambiguous response passed on: {obj}"
-    if "method" in obj:
-        expected = types.JSONRPCRequest if "id" in obj else types.JSONRPCNotification
-        assert isinstance(message, expected), (type(message), obj)
-    else:
-        assert isinstance(message, types.JSONRPCResponse | types.JSONRPCError), obj
+    assert ("result" in item) != ("error" in item), f"ambiguous response passed on: {item}"
+    assert "id" in item, f"a response without an id passed on: {item}"
 
 
-def check_classify(line: bytes) -> None:
-    item = classify(line)
+def check_decode(line: bytes) -> None:
+    item = decode(line)
     obj = _reference_parse(line)
     if item is None:
-        assert not line.strip(), line
+        assert not line.strip() or _response_shaped(obj), (line, "dropped")
+        assert not (_response_shaped(obj) and _sound_response(obj)), (line, "sound, dropped")
         return
-    if isinstance(item, SessionMessage):
-        check_message(item, obj)
+    if isinstance(item, dict):
+        check_passed_on(item, obj)
         return
+    assert not _response_shaped(obj), (line, "a response answered")
     if obj is _UNPARSABLE:
         check_error_line(item, None, (types.PARSE_ERROR,))
         return
-    usable = isinstance(obj, dict) and "id" in obj and _usable_id(obj["id"])
+    usable = isinstance(obj, dict) and "id" in obj and _valid_id(obj["id"])
+    # An id with a lone surrogate cannot be carried in a line the client can read.
+    usable = usable and not (isinstance(obj["id"], str) and _SURROGATE.search(obj["id"]))
     check_error_line(item, obj["id"] if usable else None, (types.INVALID_REQUEST,))
 
 
@@ -137,9 +168,10 @@ def check_splitter(data: bytes) -> None:
         size = rng.choice((1, 2, 3, 7, 16, 64, 1 << 20))
         fed += splitter.feed(data[at : at + size])
         at += size
-        assert len(splitter._buffer) <= cap, (cap, len(splitter._buffer))
+        assert 0 <= splitter.buffered <= cap, (cap, splitter.buffered)
     fed += splitter.feed(b"")
     finished = splitter.finish()
+    assert splitter.buffered == 0, splitter.buffered
     assert (fed, finished) == reference_split(data, cap), (cap, fed, finished)
     if None in fed:
         text = f"Request too large: a line may hold at most {cap} bytes"
@@ -150,7 +182,7 @@ def check_splitter(data: bytes) -> None:
 def TestOneInput(data: bytes) -> None:
     check_splitter(data)
     for line in data.split(b"\n"):
-        check_classify(line)
+        check_decode(line)
 
 
 if __name__ == "__main__":

@@ -188,6 +188,198 @@ def framing_seeds() -> list[bytes]:
     return seeds
 
 
+def session_seeds() -> list[bytes]:
+    """Whole conversations, one JSON-RPC object a line (what a client writes on stdin)."""
+
+    def conversation(*messages: object) -> bytes:
+        return b"".join(json.dumps(m).encode() + b"\n" for m in messages)
+
+    def request(id_: object, method: str, params: object = None) -> dict[str, object]:
+        message: dict[str, object] = {"jsonrpc": "2.0", "id": id_, "method": method}
+        if params is not None:
+            message["params"] = params
+        return message
+
+    def notification(method: str, params: object = None) -> dict[str, object]:
+        message: dict[str, object] = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            message["params"] = params
+        return message
+
+    def initialize(id_: object, version: str = "2025-06-18", roots: bool = True) -> dict:
+        capabilities = {"roots": {"listChanged": True}} if roots else {}
+        info = {"name": "fuzz", "version": "1"}
+        params = {"protocolVersion": version, "capabilities": capabilities, "clientInfo": info}
+        return request(id_, "initialize", params)
+
+    def roots_answer(ask: str, *uris: str) -> dict[str, object]:
+        return {"jsonrpc": "2.0", "id": ask, "result": {"roots": [{"uri": u} for u in uris]}}
+
+    def call(id_: object, name: str, meta: object = None, **arguments: object) -> dict:
+        params: dict[str, object] = {"name": name, "arguments": arguments}
+        if meta is not None:
+            params["_meta"] = meta
+        return request(id_, "tools/call", params)
+
+    def envelope(**extra: object) -> dict[str, object]:
+        return {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientInfo": {"name": "fuzz", "version": "1"},
+            "io.modelcontextprotocol/clientCapabilities": {},
+            **extra,
+        }
+
+    initialized = notification("notifications/initialized")
+    changed = notification("notifications/roots/list_changed")
+
+    def cancelled(id_: object) -> dict[str, object]:
+        return notification("notifications/cancelled", {"requestId": id_, "reason": "user"})
+
+    seeds = [
+        # 2025: the handshake, Roots asked and answered, tools, a cancellation, a change.
+        conversation(
+            initialize(1),
+            initialized,
+            roots_answer("sandboxfs-1", "file:///tmp", "file:///tmp/a%20b"),
+            request(2, "tools/list"),
+            call(3, "list_allowed_directories"),
+            call(4, "read_text_file", {"progressToken": "p4"}, path="a.txt"),
+            cancelled(4),
+            changed,
+            call(5, "read_text_file", path="b.txt"),
+            roots_answer("sandboxfs-2", "file:///srv"),
+            request(6, "resources/templates/list"),
+            request(7, "resources/read", {"uri": "file:///tmp/a.txt"}),
+            request(8, "ping"),
+            request(9, "logging/setLevel", {"level": "debug"}),
+            request(10, "resources/list", {"cursor": "x"}),
+        ),
+        # 2025 without Roots; unknown methods and tools; bad parameters.
+        conversation(
+            initialize(1, "2025-03-26", roots=False),
+            initialized,
+            call(2, "list_directory", path="."),
+            call(3, "no_such_tool"),
+            request(4, "prompts/list"),
+            request(5, "tools/call", {"name": 5}),
+            request(6, "logging/setLevel", {"level": "loud"}),
+            request(7, "resources/read", {}),
+            changed,
+        ),
+        # 2025: requests before the handshake, a second handshake, Roots refused.
+        conversation(
+            request(1, "tools/list"),
+            call(0, "list_allowed_directories"),
+            request(2, "ping"),
+            initialize(3, "2024-11-05"),
+            initialized,
+            changed,
+            {"jsonrpc": "2.0", "id": "sandboxfs-1", "error": {"code": -32601, "message": "no"}},
+            initialize(4, "1999-01-01"),
+            initialized,
+            roots_answer("sandboxfs-2"),
+            call(5, "get_file_info", path="x"),
+        ),
+        # 2025: a change while a question is out; calls wait for the newest answer.
+        conversation(
+            initialize(1, "2025-11-25"),
+            initialized,
+            call(2, "read_text_file", path="x"),
+            changed,
+            call(3, "read_text_file", path="y"),
+            roots_answer("sandboxfs-1", "file:///old"),
+            roots_answer("sandboxfs-2", "file:///new", "http://not-a-file/"),
+            cancelled(3),
+            {"jsonrpc": "2.0", "id": "sandboxfs-9", "result": {"roots": []}},
+        ),
+        # 2025: a change while an answer is being opened (the stale one releases nothing).
+        conversation(
+            initialize(1),
+            initialized,
+            roots_answer("sandboxfs-1", "file:///first"),
+            changed,
+            call(2, "read_text_file", path="x"),
+            request(3, "ping"),
+            roots_answer("sandboxfs-2", "file:///second"),
+            call(4, "read_text_file", path="y"),
+        ),
+        # 2026-07-28: every request carries its envelope; no handshake.
+        conversation(
+            request(1, "server/discover", {"_meta": envelope()}),
+            request(2, "tools/list", {"_meta": envelope()}),
+            call(3, "read_text_file", envelope(progressToken=7), path="/tmp/a.txt"),
+            cancelled(3),
+            request("r", "resources/read", {"uri": "file:///tmp/a.txt", "_meta": envelope()}),
+            request(5, "resources/templates/list", {"_meta": envelope()}),
+            initialize(6),
+            request(7, "tools/list"),
+            request(
+                8,
+                "tools/list",
+                {"_meta": {"io.modelcontextprotocol/protocolVersion": "2099-01-01"}},
+            ),
+            request(9, "logging/setLevel", {"level": "info", "_meta": envelope()}),
+            request(
+                10, "tools/list", {"_meta": envelope(**{"io.modelcontextprotocol/logLevel": 3})}
+            ),
+            initialized,
+            changed,
+        ),
+        # 2026-07-28: ids reused while running ("1" correlates with 1), then cancelled.
+        conversation(
+            call(1, "list_directory", envelope(), path="."),
+            call(1, "read_text_file", envelope(), path="a"),
+            call("1", "get_file_info", envelope(), path="b"),
+            request("1", "resources/read", {"uri": "file:///x", "_meta": envelope()}),
+            cancelled("1"),
+            call(1, "list_allowed_directories", envelope()),
+        ),
+        # 2025: ids reused, some cancelled while waiting for Roots.
+        conversation(
+            initialize(0),
+            initialized,
+            call(7, "read_text_file", path="a"),
+            call("7", "read_text_file", path="b"),
+            roots_answer("sandboxfs-1", "file:///tmp"),
+            call(7, "list_allowed_directories"),
+            cancelled(7),
+        ),
+        # Lone surrogates (escaped in JSON) where no answer echoes them.
+        b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18",'
+        b'"capabilities":{"roots":{}},"clientInfo":{"name":"\\ud800","version":"\\udfff"}}}\n'
+        b'{"jsonrpc":"2.0","method":"notifications/initialized"}\n'
+        b'{"jsonrpc":"2.0","id":"sandboxfs-1","result":{"roots":[{"uri":"file:///\\ud800"},'
+        b'{"uri":"file:///tmp/\\udcff"},{"uri":"\\udfff:x"}]}}\n'
+        b'{"jsonrpc":"2.0","id":2,"method":"resources/read","params":{"uri":"file:///\\ud800"}}\n'
+        b'{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"read_text_file",'
+        b'"arguments":{"path":"\\ud800\\udc00\\udfff"}}}\n'
+        b'{"jsonrpc":"2.0","id":4,"method":"\\udc80/list"}\n'
+        b'{"jsonrpc":"2.0","method":"\\ud800"}\n'
+        b'{"jsonrpc":"2.0","id":"sandboxfs-2","error":{"code":1,"message":"\\ud800\\n"}}\n',
+        b'{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":'
+        b'{"io.modelcontextprotocol/protocolVersion":"2026-07-28",'
+        b'"io.modelcontextprotocol/clientInfo":{"name":"\\udfff","version":"1"},'
+        b'"io.modelcontextprotocol/clientCapabilities":{}}}}\n'
+        b'{"jsonrpc":"2.0","id":2,"method":"resources/read","params":{"uri":"file:///\\udbff",'
+        b'"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",'
+        b'"io.modelcontextprotocol/clientCapabilities":{}}}}\n',
+        # What decode refuses or drops, between messages that go on.
+        b"\n".join(
+            [
+                json.dumps(initialize(1)).encode(),
+                b"{",
+                b'{"jsonrpc":"2.0","id":2,"method":"tools/list","result":{}}',
+                b'{"jsonrpc":"2.0","id":"sandboxfs-1","result":{},"error":{}}',
+                b"",
+                json.dumps(initialized).encode(),
+                b'{"jsonrpc":"2.0","id":3,"method":"tools/list","params":[]}',
+                b'{"jsonrpc":"2.0","id":1.5,"method":"ping"}',
+            ]
+        ),
+    ]
+    return seeds
+
+
 def write(target: str, seeds: list[bytes]) -> None:
     directory = HERE / "seeds" / target
     shutil.rmtree(directory, ignore_errors=True)
@@ -203,6 +395,7 @@ def main() -> None:
     write("textedit", textedit_seeds())
     write("globs", globs_seeds())
     write("framing", framing_seeds())
+    write("session", session_seeds())
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ import mcp_types as types
 import trio
 from mcp.client import Client, ClientRequestContext
 from mcp.client.stdio import StdioServerParameters, stdio_client
+from wire_oracle import check_conversation
 
 Era = Literal["2025", "2026"]
 ERAS: tuple[Era, ...] = ("2025", "2026")
@@ -140,15 +141,29 @@ def run(fn: Callable[[], Awaitable[None]]) -> None:
 
 
 def raw_exchange(
-    args: Sequence[str], lines: Sequence[str | bytes], timeout: float = 30
+    args: Sequence[str],
+    lines: Sequence[str | bytes],
+    timeout: float = 30,
+    env: dict[str, str] | None = None,
 ) -> tuple[list[dict[str, Any]], str, int]:
-    """Write raw lines to a server's stdin, close it, and collect every reply line."""
+    """Write raw lines to a server's stdin, close it, and collect every reply line.
+
+    Every reply is checked by the SDK's models (:mod:`wire_oracle`): answers only to
+    requests that were sent, each at most once, each valid for its method."""
     data = b"".join((x if isinstance(x, bytes) else x.encode()) + b"\n" for x in lines)
     proc = subprocess.run(
-        [*SERVER, *args], input=data, capture_output=True, timeout=timeout, env=server_env()
+        [*SERVER, *args], input=data, capture_output=True, timeout=timeout, env=server_env(env)
     )
     replies = [json.loads(line) for line in proc.stdout.splitlines() if line.strip()]
+    check_conversation([_parsed(x) for x in lines], replies)
     return replies, proc.stderr.decode(), proc.returncode
+
+
+def _parsed(line: str | bytes) -> Any:
+    try:
+        return json.loads(line)
+    except ValueError:
+        return None
 
 
 INIT_2025 = json.dumps(

@@ -119,20 +119,31 @@ def implementation(value: Any) -> bool:
     )
 
 
+def _token(value: Any) -> tuple[bool, str | int | None]:
+    """A progress token as the SDK reads it (leniently: ``true`` is 1, ``2.0`` is 2,
+    null is none): whether it is acceptable, and its value."""
+    if value is None or isinstance(value, str):
+        return True, value
+    if isinstance(value, bool | int):
+        return True, int(value)
+    if isinstance(value, float) and value.is_integer():
+        return True, int(value)
+    return False, None
+
+
 def progress_token_ok(meta: Mapping[str, Any] | None) -> bool:
-    """A progress token, if any, is a string or an integer (never a bool)."""
+    """A progress token, if any, is one the SDK accepts (a string or an integer)."""
     if meta is None or "progressToken" not in meta:
         return True
-    token = meta["progressToken"]
-    return isinstance(token, str) or (isinstance(token, int) and not isinstance(token, bool))
+    return _token(meta["progressToken"])[0]
 
 
 def progress_token(params: Mapping[str, Any] | None) -> str | int | None:
+    """The client's progress token, normalized (None if it asked for no progress)."""
     meta = meta_of(params)
     if not isinstance(meta, dict):
         return None
-    token = meta.get("progressToken")
-    return token if progress_token_ok(meta) else None
+    return _token(meta.get("progressToken"))[1]
 
 
 def client_name(params: Mapping[str, Any] | None) -> str | None:

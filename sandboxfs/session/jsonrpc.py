@@ -10,6 +10,7 @@ replaced, not fatal).
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Final
 
 import pydantic_core
@@ -83,9 +84,13 @@ def encode(message: dict[str, Any]) -> bytes:
         return pydantic_core.to_json(_cleaned(message))
 
 
+#: A UTF-16 surrogate on its own: what a JSON string may spell but UTF-8 cannot carry.
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
+
+
 def _cleaned(value: Any) -> Any:
     if isinstance(value, str):
-        return value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+        return _SURROGATE.sub("\ufffd", value)
     if isinstance(value, dict):
         return {_cleaned(k): _cleaned(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
@@ -96,7 +101,10 @@ def _cleaned(value: Any) -> Any:
 
 
 def error_frame(request_id: Any, code: int, message: str, data: Any = None) -> bytes:
-    """One JSON-RPC error line."""
+    """One JSON-RPC error line, in ASCII.  An id holding a lone surrogate, which no
+    UTF-8 client could have meant or could read back, is answered as null."""
+    if isinstance(request_id, str) and _SURROGATE.search(request_id):
+        request_id = None
     error: dict[str, Any] = {"code": code, "message": message}
     if data is not None:
         error["data"] = data
