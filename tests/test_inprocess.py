@@ -1,29 +1,80 @@
-"""The MCP adapter in-process (SDK client over memory streams): fd hygiene under
-concurrency, and behaviour that needs a view inside the server process."""
+"""The session core and its driver in-process (no pipes): descriptor hygiene under
+concurrency, and behaviour that needs a view inside the server process.  Every
+message the server sends is checked by the SDK's models."""
 
 from __future__ import annotations
 
 import dataclasses
 import gc
 import os
+from typing import Any
 
-import mcp_types as types
+import pytest
 import trio
-from mcp.client import Client
-from mcp.shared.exceptions import MCPError
+from wire_oracle import WireOracle
 
 from helpers import Tree, open_fd_count
 from sandboxfs.core.allowlist import AllowList, Root
 from sandboxfs.session.access import AccessControl
-from sandboxfs.session.sdkserver import SdkAdapter
-from sandboxfs.session.sdkwire import sanitize
+from sandboxfs.session.core import Session
+from sandboxfs.session.driver import Driver
 from sandboxfs.session.server import SandboxfsServer, ServerOptions
 from sandboxfs.transports.stdio import LineSplitter
+
+MODERN_META = {
+    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 0,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "inprocess", "version": "1"},
+    },
+}
 
 
 def _server(tree: Tree) -> SandboxfsServer:
     access = AccessControl(AllowList.of([Root.open(str(tree.root))]), confine=False)
     return SandboxfsServer(ServerOptions(), access)
+
+
+class InProcess:
+    """One session of ``server`` driven in this process; ``answers`` by request id."""
+
+    def __init__(self, server: SandboxfsServer, nursery: trio.Nursery, era: str) -> None:
+        self.era = era
+        self.oracle = WireOracle()
+        self.answers: dict[Any, dict[str, Any]] = {}
+        self.driver = Driver(Session(server.session_config()), server, self._sent, nursery)
+        self._ids = iter(range(1, 1 << 30))
+        if era == "2025":
+            self.feed(INITIALIZE)
+            self.feed({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def _sent(self, message: dict[str, Any]) -> None:
+        self.oracle.received(message)
+        if "id" in message and "method" not in message:
+            self.answers[message["id"]] = message
+
+    def feed(self, message: dict[str, Any]) -> None:
+        self.oracle.sent(message)
+        self.driver.receive(message)
+
+    def call(self, name: str, arguments: dict[str, Any]) -> int:
+        request_id = next(self._ids)
+        params: dict[str, Any] = {"name": name, "arguments": arguments}
+        if self.era == "2026":
+            params["_meta"] = MODERN_META
+        self.feed({"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params})
+        return request_id
+
+    async def settle(self) -> None:
+        await self.driver.idle()
+        assert self.oracle.unanswered() == []
 
 
 def test_fd_count_returns_to_baseline_after_1000_concurrent_calls(tree: Tree) -> None:
@@ -32,6 +83,7 @@ def test_fd_count_returns_to_baseline_after_1000_concurrent_calls(tree: Tree) ->
         (tree.root / "d" / f"f{i}.txt").write_text(f"file {i}\n")
     (tree.root / "escape").symlink_to(tree.outside)
     os.mkfifo(tree.root / "fifo")
+    server = _server(tree)
     server = _server(tree)
     calls = [
         ("read_text_file", {"path": "d/f1.txt"}),
@@ -51,25 +103,17 @@ def test_fd_count_returns_to_baseline_after_1000_concurrent_calls(tree: Tree) ->
     ]
 
     async def main() -> tuple[int, int, int]:
-        async with Client(SdkAdapter(server).server, mode="2026-07-28", cache=None) as client:
-            errors = 0
-
-            async def one(i: int) -> None:
-                nonlocal errors
-                name, arguments = calls[i % len(calls)]
-                result = await client.call_tool(name, arguments)
-                errors += bool(result.is_error)
-
-            async with trio.open_nursery() as nursery:  # warm up caches and threads
-                for i in range(len(calls)):
-                    nursery.start_soon(one, i)
+        async with trio.open_nursery() as nursery:
+            conversation = InProcess(server, nursery, "2026")
+            for i in range(len(calls)):  # warm up caches and threads
+                conversation.call(*calls[i])
+            await conversation.settle()
             gc.collect()  # descriptors of earlier tests' roots close now, not mid-test
             baseline = open_fd_count()
-            errors = 0
-            async with trio.open_nursery() as nursery:
-                for i in range(1000):
-                    nursery.start_soon(one, i)
+            ids = [conversation.call(*calls[i % len(calls)]) for i in range(1000)]
+            await conversation.settle()
             gc.collect()
+            errors = sum(bool(conversation.answers[i]["result"].get("isError")) for i in ids)
             return baseline, open_fd_count(), errors
 
     baseline, after, errors = trio.run(main)
@@ -77,10 +121,9 @@ def test_fd_count_returns_to_baseline_after_1000_concurrent_calls(tree: Tree) ->
     assert after == baseline
 
 
+@pytest.mark.parametrize("era", ["2025", "2026"])
 def test_unexpected_exceptions_become_internal_error_without_details(
-    tree: Tree,
-    monkeypatch,
-    caplog,  # type: ignore[no-untyped-def]
+    tree: Tree, era: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     server = _server(tree)
     spec = server.by_name["get_file_info"]
@@ -90,29 +133,18 @@ def test_unexpected_exceptions_become_internal_error_without_details(
 
     monkeypatch.setitem(server.by_name, "get_file_info", dataclasses.replace(spec, handler=explode))
 
-    async def main() -> None:
-        for mode in ("legacy", "2026-07-28"):
-            async with Client(SdkAdapter(server).server, mode=mode, cache=None) as client:  # type: ignore[arg-type]
-                try:
-                    await client.call_tool("get_file_info", {"path": "x"})
-                except MCPError as exc:
-                    assert exc.error.code == -32603
-                    assert exc.error.message == "Internal error"
-                    assert "alice" not in str(exc.error.model_dump())
-                else:
-                    raise AssertionError("an internal error must not succeed")
+    async def main() -> dict[str, Any]:
+        async with trio.open_nursery() as nursery:
+            conversation = InProcess(server, nursery, era)
+            request_id = conversation.call("get_file_info", {"path": "x"})
+            ok = conversation.call("list_allowed_directories", {})
+            await conversation.settle()
+            assert "result" in conversation.answers[ok]  # the others go on
+            return conversation.answers[request_id]
 
-    trio.run(main)
+    answer = trio.run(main)
+    assert answer["error"] == {"code": -32603, "message": "Internal error"}
     assert "secret host path" in caplog.text  # the details go to the log only
-
-
-def test_sdk_code_zero_errors_are_rewritten() -> None:
-    leaky = types.JSONRPCError(
-        jsonrpc="2.0", id=3, error=types.ErrorData(code=0, message="/home/alice/secret")
-    )
-    clean = sanitize(leaky, ["2026-07-28"])
-    assert isinstance(clean, types.JSONRPCError)
-    assert (clean.error.code, clean.error.message) == (-32603, "Internal error")
 
 
 def test_line_splitter_never_buffers_past_the_cap() -> None:
@@ -121,7 +153,7 @@ def test_line_splitter_never_buffers_past_the_cap() -> None:
     chunk = b"x" * 65536
     for _ in range(1024):  # a 64 MiB line, fed as it would arrive
         results += splitter.feed(chunk)
-        assert len(splitter._buffer) <= 1000
+        assert splitter.buffered <= 1000
     results += splitter.feed(b"tail\n{}\n")
     assert results == [None, b"{}"]
     assert splitter.feed(b"a\nb") == [b"a"]

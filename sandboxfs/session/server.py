@@ -32,7 +32,7 @@ from sandboxfs.fs.revisions import RevisionCache
 from sandboxfs.fs.sandbox import Sandbox
 from sandboxfs.session.access import AccessControl, Effective
 from sandboxfs.session.argcheck import compile_schema
-from sandboxfs.session.auditlog import AuditLog
+from sandboxfs.session.auditlog import PATH_ARGUMENTS, AuditLog
 from sandboxfs.session.blocking import BlockingRunner
 from sandboxfs.session.core import Caller, SessionConfig
 from sandboxfs.session.jsonrpc import INVALID_PARAMS, MODERN_VERSIONS, ProtocolError
@@ -115,6 +115,37 @@ def _argument_problems(schema: dict[str, Any], arguments: dict[str, Any]) -> str
 #: and ``structuredContent`` when there is one (2026-07-28 adds ``resultType`` and
 #: the ``serverInfo`` stamp).
 WireResult = dict[str, Any]
+
+
+def _lone_surrogate_in(arguments: dict[str, Any]) -> str | None:
+    """The name of a text argument holding a lone surrogate (which no file, pattern or
+    edit can mean), or None.  Paths are left to the path check, which knows the
+    names the standard library spells with escaped bytes."""
+
+    def bad(value: Any) -> bool:
+        if isinstance(value, str):
+            return _SURROGATE.search(value) is not None
+        if isinstance(value, list):
+            return any(bad(v) for v in value)
+        if isinstance(value, dict):
+            return any(bad(v) for v in value.values())
+        return False
+
+    for key, value in arguments.items():
+        if key in PATH_ARGUMENTS:
+            continue
+        if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+            for item in value:
+                for inner, text in item.items():
+                    if inner not in PATH_ARGUMENTS and bad(text):
+                        return str(inner)
+        elif bad(value):
+            return key
+    return None
+
+
+#: A UTF-16 surrogate on its own.
+_SURROGATE: Final = re.compile("[\ud800-\udfff]")
 
 
 def error_result(message: str, code: str = "EINVAL") -> WireResult:
@@ -315,6 +346,11 @@ class SandboxfsServer:
         if not self.arguments_ok[spec.name](arguments):
             details = _argument_problems(self.schemas[spec.name], arguments)
             return error_result(f"Invalid arguments for tool {spec.name}: {details}")
+        unencodable = _lone_surrogate_in(arguments)
+        if unencodable is not None:
+            return error_result(
+                f"{unencodable} is not valid Unicode (it contains a lone surrogate)"
+            )
         effective = self.access.current
         if effective.allow.empty and spec.name != "list_allowed_directories":
             modern = caller.protocol_version in MODERN_VERSIONS
