@@ -144,10 +144,6 @@ def _lone_surrogate_in(arguments: dict[str, Any]) -> str | None:
     return None
 
 
-#: A UTF-16 surrogate on its own.
-_SURROGATE: Final = re.compile("[\ud800-\udfff]")
-
-
 def error_result(message: str, code: str = "EINVAL") -> WireResult:
     """A tool error the model sees (``isError``), with its code for clients."""
     message = clean_text(message)
