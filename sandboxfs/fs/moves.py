@@ -34,7 +34,7 @@ from sandboxfs.fs.guard import guarded
 from sandboxfs.fs.metadata import SAFE_MODE_BITS, copy_xattrs
 from sandboxfs.fs.outcome import Change
 from sandboxfs.fs.revisions import ABSENT, check
-from sandboxfs.fs.staging import copy_contents, open_for_sync, sync_and_close
+from sandboxfs.fs.staging import CopyProgress, copy_contents, open_for_sync, sync_and_close
 from sandboxfs.fs.writes import stage
 
 log = logging.getLogger(__name__)
@@ -189,8 +189,10 @@ def copy_file(
     *,
     expected: str | None = None,
     expected_destination: str | None = None,
+    progress: CopyProgress | None = None,
 ) -> Change:
-    """Copy the regular file ``source`` to a new ``destination``.
+    """Copy the regular file ``source`` to a new ``destination`` (``progress`` hears
+    the bytes copied).
 
     Permissions (never setuid/setgid), modification time and extended attributes
     are kept.  The copy appears complete or not at all; an existing destination
@@ -206,16 +208,22 @@ def copy_file(
             with resolver.parent(destination) as dst:
                 if _check_destination(dst, expected_destination) is not None:
                     raise AlreadyExists(f"EEXIST: destination already exists: {destination}")
-                return copy_into(ctx, fd, src_stat, dst)
+                return copy_into(ctx, fd, src_stat, dst, progress)
         finally:
             os.close(fd)
 
 
-def copy_into(ctx: FsContext, src_fd: int, src_stat: os.stat_result, dst: ParentDir) -> Change:
+def copy_into(
+    ctx: FsContext,
+    src_fd: int,
+    src_stat: os.stat_result,
+    dst: ParentDir,
+    progress: CopyProgress | None = None,
+) -> Change:
     """A complete copy of ``src_fd`` published at ``dst``'s leaf (which must be free)."""
 
     def fill(fd: int) -> None:
-        copy_contents(src_fd, fd)
+        copy_contents(src_fd, fd, total=src_stat.st_size, progress=progress)
         os.fchmod(fd, stat.S_IMODE(src_stat.st_mode) & SAFE_MODE_BITS)
         copy_xattrs(src_fd, fd)
         os.utime(fd, ns=(src_stat.st_atime_ns, src_stat.st_mtime_ns))

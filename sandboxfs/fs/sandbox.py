@@ -37,6 +37,7 @@ from sandboxfs.fs.limits import Limits
 from sandboxfs.fs.listings import Listing
 from sandboxfs.fs.outcome import Change
 from sandboxfs.fs.revisions import RevisionCache, SameBytes
+from sandboxfs.fs.staging import CopyProgress
 from sandboxfs.fs.walks import TreeWalk
 
 PathRole = Literal["follow", "entry"]
@@ -204,6 +205,7 @@ class Sandbox:
         *,
         expected: str | None = None,
         expected_destination: str | None = None,
+        progress: CopyProgress | None = None,
     ) -> Change:
         """Copy the regular file ``source`` to a new ``destination``."""
         return moves.copy_file(
@@ -212,6 +214,7 @@ class Sandbox:
             destination,
             expected=expected,
             expected_destination=expected_destination,
+            progress=progress,
         )
 
     @operation(ENTRY)

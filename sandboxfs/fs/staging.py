@@ -36,11 +36,21 @@ def write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view) :]
 
 
-def copy_contents(src_fd: int, dst_fd: int) -> None:
-    """Copy all of ``src_fd`` into ``dst_fd``, in the kernel where it can."""
+#: Reports bytes copied so far: ``(done, total)``.
+CopyProgress = Callable[[int, int], None]
+
+
+def copy_contents(
+    src_fd: int, dst_fd: int, *, total: int = 0, progress: CopyProgress | None = None
+) -> None:
+    """Copy all of ``src_fd`` into ``dst_fd``, in the kernel where it can; ``progress``
+    hears the bytes copied after each chunk (``total`` is the size expected)."""
+    done = 0
     try:
-        while os.copy_file_range(src_fd, dst_fd, _COPY_CHUNK * 64):
-            pass
+        while copied := os.copy_file_range(src_fd, dst_fd, _COPY_CHUNK * 64):
+            done += copied
+            if progress is not None:
+                progress(done, total)
         return
     except OSError as exc:
         if exc.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
@@ -48,8 +58,12 @@ def copy_contents(src_fd: int, dst_fd: int) -> None:
     os.lseek(src_fd, 0, os.SEEK_SET)
     os.ftruncate(dst_fd, 0)
     os.lseek(dst_fd, 0, os.SEEK_SET)
+    done = 0
     while chunk := os.read(src_fd, _COPY_CHUNK):
         write_all(dst_fd, chunk)
+        done += len(chunk)
+        if progress is not None:
+            progress(done, total)
 
 
 def open_for_sync(directory: Directory) -> int | None:

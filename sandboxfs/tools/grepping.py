@@ -22,7 +22,7 @@ from sandboxfs.core.errors import InvalidArgument, LimitExceeded, SandboxError
 from sandboxfs.core.names import quote_path, structured_path
 from sandboxfs.fs.files import OpenFile
 from sandboxfs.tools.globs import Glob, GlobError, compile_glob
-from sandboxfs.tools.spec import READ_ONLY, CallContext, Param, ToolResult, ToolSpec
+from sandboxfs.tools.spec import READ_ONLY, CallContext, Param, Progress, ToolResult, ToolSpec
 from sandboxfs.tools.walking import Walker
 
 #: Bytes inspected to decide that a file is binary.
@@ -93,6 +93,8 @@ class _Search:
     files_searched: int = 0
     binary_skipped: int = 0
     stopped: str | None = None
+    #: Hears the bytes searched of a single file (a walk reports its entries instead).
+    progress: Progress | None = None
 
     def full(self) -> bool:
         return len(self.matches) >= self.max_results
@@ -135,6 +137,8 @@ class _Search:
             self._block(block[:cut], line_number, (shown_path, exact))
             line_number += block.count(b"\n", 0, cut)
             carry = block[cut:]
+            if self.progress is not None:
+                self.progress(f.file.tell(), f.stat.st_size, "bytes searched")
             if self.out_of_time(seconds):
                 return
 
@@ -196,6 +200,8 @@ def grep_files(
     search = _Search(matcher, context, maxResults, time.monotonic() + ctx.limits.search_seconds)
     target = ctx.sandbox.search_target(path)
     if isinstance(target, OpenFile):
+        if ctx.wants_progress:
+            search.progress = ctx.progress
         with target:
             search.search_file(target, path, ctx.limits.search_seconds)
     else:

@@ -18,13 +18,20 @@ from sandboxfs.tools.spec import (
     CallContext,
     MediaBlock,
     Param,
+    Progress,
     ToolResult,
     ToolSpec,
     path_param,
 )
 
 _CHUNK: Final = 64 * 1024
+#: Reads of files bigger than this report progress (when asked) as they go.
+PROGRESS_READ: Final = 4 * 1024 * 1024
 _MiB: Final = 1024 * 1024
+
+
+def _progress(ctx: CallContext) -> Progress | None:
+    return ctx.progress if ctx.wants_progress else None
 
 
 def _mib(size: int) -> str:
@@ -98,8 +105,9 @@ def _joined(pieces: list[bytes], cap: int, lines: int) -> bytes:
     return data
 
 
-def whole_bytes(f: OpenFile, cap: int, path: str) -> bytes:
-    """All of the file, refused (with what to do instead) when larger than ``cap``."""
+def whole_bytes(f: OpenFile, cap: int, path: str, progress: Progress | None = None) -> bytes:
+    """All of the file, refused (with what to do instead) when larger than ``cap``.
+    A file over :data:`PROGRESS_READ` bytes is read in steps that ``progress`` hears."""
     if f.stat.st_size > cap:
         raise LimitExceeded(
             f"File is {_mib(f.stat.st_size)}, more than the {_mib(cap)} one read may return: "
@@ -109,7 +117,17 @@ def whole_bytes(f: OpenFile, cap: int, path: str) -> bytes:
     # grew meanwhile: a buffer sized for the cap would cost every small read a
     # fresh mapping of the whole cap (32 MiB by default).
     size = f.stat.st_size
-    data = f.file.read(size + 1)
+    if progress is not None and size > PROGRESS_READ:
+        pieces: list[bytes] = []
+        done = 0
+        while done <= size and (piece := f.file.read(min(PROGRESS_READ, size + 1 - done))):
+            pieces.append(piece)
+            done += len(piece)
+            progress(min(done, size), size, "bytes read")
+        data = b"".join(pieces)
+        del pieces
+    else:
+        data = f.file.read(size + 1)
     if len(data) > size:  # it grew: read on, up to the cap
         data += f.file.read(cap + 1 - len(data))
     if len(data) > cap:
@@ -181,7 +199,7 @@ def read_text_file(
         elif tail is not None:
             data = tail_bytes(f, tail, cap)
         else:
-            data = whole_bytes(f, cap, path)
+            data = whole_bytes(f, cap, path, _progress(ctx))
             text = decode(data)
             return ToolResult(
                 text=text, structured={"content": text, "revision": content_revision(data)}
@@ -211,7 +229,7 @@ def _ranged(ctx: CallContext, f: OpenFile, path: str, offset: int, limit: int | 
 
 def read_media_file(ctx: CallContext, /, path: str) -> ToolResult:
     with ctx.sandbox.open_file(path) as f:
-        data = whole_bytes(f, ctx.limits.read_bytes, path)
+        data = whole_bytes(f, ctx.limits.read_bytes, path, _progress(ctx))
     mime = guess_mime(path) or "application/octet-stream"
     encoded = base64.b64encode(data).decode("ascii")
     revision = content_revision(data)
@@ -240,7 +258,7 @@ def read_multiple_files(ctx: CallContext, /, paths: list[str]) -> ToolResult:
                     "one call may return"
                 )
             with ctx.sandbox.open_file(path) as f:
-                data = whole_bytes(f, min(budget, ctx.limits.read_bytes), path)
+                data = whole_bytes(f, min(budget, ctx.limits.read_bytes), path, _progress(ctx))
             budget -= len(data)
         except SandboxError as exc:
             parts.append(f"{path}: Error - {exc}")

@@ -91,6 +91,11 @@ class CallContext:
     #: Where a long call (a walk, a grep, a big read or copy) says how far it has come.
     progress: Progress = _no_progress
 
+    @property
+    def wants_progress(self) -> bool:
+        """Whether the client asked for progress (work may then be done in steps)."""
+        return self.progress is not _no_progress
+
 
 Handler = Callable[..., ToolResult]
 

@@ -89,6 +89,7 @@ class Walker:
             exclude = self.exclude
             kept = [item for item in kept if not exclude(item[0])]
         self.visited += len(kept)
+        self.ctx.progress(self.visited, None, "entries visited")
         if self.visited > limits.walk_entries:
             raise LimitExceeded(
                 f"{self.tool} stopped after visiting {limits.walk_entries} entries "

@@ -159,11 +159,15 @@ def copy_file(
     expectedRevision: str | None = None,
     expectedDestinationRevision: str | None = None,
 ) -> ToolResult:
+    def copied(done: int, total: int) -> None:
+        ctx.progress(done, total, "bytes copied")
+
     change = ctx.sandbox.copy_file(
         source,
         destination,
         expected=expectedRevision,
         expected_destination=expectedDestinationRevision,
+        progress=copied if ctx.wants_progress else None,
     )
     return _done(
         f"Successfully copied {source} to {destination}",
