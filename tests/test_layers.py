@@ -12,6 +12,9 @@ Lazy imports inside functions count; imports for type checking only do not.
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -190,3 +193,57 @@ def test_only_named_modules_touch_paths(module: str) -> None:
     if module in PATH_CALLS:
         return
     assert calls == set(), f"{module} calls {sorted(calls)} on a path"
+
+
+#: Top-level packages of the MCP SDK: the auditor's client and the tests' oracle only.
+SDK_PACKAGES = {"mcp", "mcp_types"}
+
+
+def _imported_names(path: Path) -> set[str]:
+    """Every module name ``path`` imports (lazy imports included)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module)
+    return names
+
+
+def test_only_the_auditor_imports_the_mcp_sdk() -> None:
+    importers = sorted(
+        module
+        for module, path in _modules()
+        if not module.startswith("sandboxfs.audit")
+        for name in _imported_names(path)
+        if name.split(".")[0] in SDK_PACKAGES
+    )
+    assert importers == []
+    auditor = [
+        m
+        for m, p in _modules()
+        if m.startswith("sandboxfs.audit")
+        and any(n.split(".")[0] in SDK_PACKAGES for n in _imported_names(p))
+    ]
+    assert auditor  # the check sees imports of the SDK where they are
+
+
+def test_a_serving_process_never_loads_the_mcp_sdk(tmp_path: Path) -> None:
+    """Everything a serving process imports (CLI, both transports, the driver) leaves
+    the SDK's modules unloaded (a leak would bring back its start-up cost)."""
+    script = """
+import sys
+import sandboxfs.cli.main, sandboxfs.transports.stdio, sandboxfs.transports.mcp_http
+import sandboxfs.transports.sidecar, sandboxfs.session.driver
+loaded = sorted(m for m in sys.modules if m.split(".")[0] in {"mcp", "mcp_types"})
+print(loaded)
+"""
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tmp_path,
+        env={"PYTHONPATH": os.pathsep.join([str(PACKAGE.parent), *sys.path])},
+    ).stdout
+    assert out.strip() == "[]"
