@@ -420,6 +420,100 @@ def test_a_client_that_takes_neither_is_refused(served: Sidecar) -> None:
     assert exchange(served, message, headers).status == 406
 
 
+def test_json_response_never_streams(tmp_path: Path) -> None:
+    tree = make_tree(tmp_path)
+    (tree.root / "a.txt").write_text("over http\n")
+    with sidecar("--json-response", str(tree.root), tmp=tmp_path) as s:
+        message, headers = request(
+            "tools/call",
+            name="read_text_file",
+            arguments={"path": "a.txt"},
+            _meta={"progressToken": 7},
+        )
+        answer = exchange(s, message, headers)
+        assert answer.header("content-type") == "application/json", answer
+        checked(answer, message)
+        headers["Accept"] = "text/event-stream"
+        refused = exchange(s, message, headers)
+        assert refused.status == 406, refused
+        assert b"jsonrpc" not in refused.body
+
+
+# -- progress: SSE only where it is needed ---------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def slow_served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sidecar]:
+    """A sidecar whose walk of ``slow`` takes a while per directory (the test switch),
+    so progress is reported well before the answer."""
+    base = tmp_path_factory.mktemp("slow")
+    tree = make_tree(base)
+    for i in range(3):
+        (tree.root / "slow" / f"d{i}").mkdir(parents=True)
+        (tree.root / "slow" / f"d{i}" / "f.txt").write_text("x\n")
+    with sidecar(str(tree.root), tmp=base, env={"SANDBOXFS_TEST_STALL": "0.3:slow"}) as s:
+        yield s
+
+
+@pytest.mark.parametrize("era", ["2025", "2026"])
+def test_progress_is_streamed_as_sse_with_the_answer_last(slow_served: Sidecar, era: str) -> None:
+    message, headers = request(
+        "tools/call",
+        era=era,
+        name="directory_tree",
+        arguments={"path": "slow"},
+        _meta={"progressToken": "walk"},
+    )
+    answer = exchange(slow_served, message, headers)
+    assert answer.status == 200
+    assert answer.header("content-type") == "text/event-stream", answer
+    *notices, reply = checked(answer, message, era)
+    assert notices and all(n["method"] == "notifications/progress" for n in notices), notices
+    assert {n["params"]["progressToken"] for n in notices} == {"walk"}
+    assert reply["id"] == 1 and not reply["result"]["isError"]
+
+
+@pytest.mark.parametrize("era", ["2025", "2026"])
+def test_progress_for_a_client_that_takes_only_json_is_left_out(
+    slow_served: Sidecar, era: str
+) -> None:
+    message, headers = request(
+        "tools/call",
+        era=era,
+        name="directory_tree",
+        arguments={"path": "slow"},
+        _meta={"progressToken": "walk"},
+    )
+    headers["Accept"] = "application/json"
+    answer = exchange(slow_served, message, headers)
+    assert answer.header("content-type") == "application/json", answer
+    [reply] = checked(answer, message, era)
+    assert not reply["result"]["isError"]
+
+
+@pytest.mark.parametrize("era", ["2025", "2026"])
+def test_progress_reaches_the_sdk_client_over_http(slow_served: Sidecar, era: str) -> None:
+    heard: list[float] = []
+    answered = False
+
+    async def progress(done: float, total: float | None, message: str | None) -> None:
+        assert not answered, "progress after the answer"
+        heard.append(done)
+
+    async def main() -> None:
+        nonlocal answered
+        async with http_client(slow_served.url, era) as client:  # type: ignore[arg-type]
+            await client.list_tools()
+            result = await client.call_tool(
+                "directory_tree", {"path": "slow"}, progress_callback=progress
+            )
+            answered = True
+            assert not result.is_error, result
+
+    run(main)
+    assert heard and heard == sorted(heard)
+
+
 # -- the SDK client with its defaults --------------------------------------------------
 
 

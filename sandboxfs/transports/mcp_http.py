@@ -4,15 +4,18 @@ Each POST to ``/mcp`` is one JSON-RPC message, served statelessly by a fresh
 :class:`~sandboxfs.session.core.Session` in the era its ``MCP-Protocol-Version``
 header names (none, or a 2025 version: the 2025 era; ``2026-07-28``: that era,
 its envelope and the ``Mcp-Method``/``Mcp-Name`` headers checked against the
-body).  The answer is JSON, unless the request asked for progress and the client
-accepts a stream: then the answer is an SSE stream of the progress
-notifications and the response, and only once a notification is due.
+body).  The answer is JSON whenever the client accepts JSON, unless the request
+asked for progress and the client accepts a stream too (and ``--json-response``
+is not given): then the answer is an SSE stream of the progress notifications
+and the response, and only once a notification is due.  A client that accepts
+only ``text/event-stream`` gets a stream.
 
 Before a message is read: the ``Host`` must be one this server answers to,
-exactly (a name or address and its port); an ``Origin``, if any, must be a
-loopback page or one allowed by the operator; only POST is served (GET and
-DELETE: 405, there is no session to stream or end); a request carrying both
-``Content-Length`` and ``Transfer-Encoding`` is refused; the body is capped.
+exactly (a name or address and its port; once); an ``Origin``, if any, must be
+exactly a loopback origin (any port) or one allowed by the operator; only POST
+is served (GET and DELETE: 405, there is no session to stream or end); a
+request carrying both ``Content-Length`` and ``Transfer-Encoding`` is refused
+and its connection closed; the body is capped.
 Authentication and the probes sit in front of this (:class:`sidecar.Gate`).
 """
 
@@ -23,10 +26,10 @@ import binascii
 import json
 import logging
 import math
+import re
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, final
-from urllib.parse import urlsplit
 
 import trio
 
@@ -87,25 +90,36 @@ class HttpPolicy:
             hosts = None
         else:
             shown = f"[{host}]" if ":" in host else host
-            names = {*LOOPBACK_NAMES, shown}
-            hosts = frozenset({f"{name}:{port}" for name in names} | set(allowed_hosts))
-        return cls(hosts, frozenset(allowed_origins), max_body, json_only)
+            names = {*LOOPBACK_NAMES, shown.lower()}
+            served = {f"{name}:{port}" for name in names}
+            if port == 80:  # the default port: a client may leave it out
+                served |= names
+            hosts = frozenset(served | {name.lower() for name in allowed_hosts})
+        origins = frozenset(origin.lower() for origin in allowed_origins)
+        return cls(hosts, origins, max_body, json_only)
 
-    def host_ok(self, host: str | None) -> bool:
-        return self.hosts is None or (host is not None and host in self.hosts)
-
-    def origin_ok(self, origin: str | None) -> bool:
-        """No Origin (not a browser), an allowed one, or a page on this machine's
-        loopback (any port: it is local software, not a rebound name)."""
-        if origin is None or origin in self.origins:
-            return True
-        try:
-            parts = urlsplit(origin)
-            port = parts.port
-        except ValueError:
+    def host_ok(self, given: Sequence[str]) -> bool:
+        """One ``Host`` header, compared whole and exactly (names without regard to
+        case): no prefix, no suffix, the port included."""
+        if len(given) > 1:
             return False
-        netloc = parts.netloc if port is None else parts.netloc.rsplit(":", 1)[0]
-        return parts.scheme in ("http", "https") and netloc in LOOPBACK_NAMES and not parts.path
+        return self.hosts is None or (bool(given) and given[0].lower() in self.hosts)
+
+    def origin_ok(self, given: Sequence[str]) -> bool:
+        """No Origin (not a browser), an allowed one, or a page on this machine's
+        loopback (any port: it is local software, not a rebound name).  The whole
+        header is compared: ``http://127.0.0.1:80.evil.com`` is not loopback.  A
+        repeated Origin is refused."""
+        if len(given) != 1:
+            return not given
+        origin = given[0].lower()
+        return origin in self.origins or _LOOPBACK_ORIGIN.fullmatch(origin) is not None
+
+
+#: A loopback origin as a browser serializes it: scheme, host and an optional port.
+_LOOPBACK_ORIGIN: Final = re.compile(
+    r"https?://(?:127\.0\.0\.1|localhost|\[::1\])(?::[0-9]{1,5})?", re.ASCII
+)
 
 
 def _headers(scope: Scope) -> dict[str, list[str]]:
@@ -183,6 +197,10 @@ def _header_problem(headers: dict[str, list[str]], message: dict[str, Any]) -> s
     return None
 
 
+class _Gone(Exception):
+    """The client disconnected."""
+
+
 @final
 @dataclass
 class _Exchange:
@@ -213,7 +231,10 @@ class McpEndpoint:
         if refused is not None:
             await _plain(send, *refused)
             return
-        body = await self._body(exchange)
+        try:
+            body = await self._body(exchange)
+        except _Gone:
+            return  # the client left before its request was whole: nobody to answer
         if body is None:
             await _plain(send, 413, b"Request body too large\n")
             return
@@ -223,8 +244,8 @@ class McpEndpoint:
         """What a request is refused with before its body is read, or None."""
         headers, policy = exchange.headers, self.policy
         problems: list[tuple[bool, int, bytes, list[Any]]] = [
-            (not policy.host_ok(_one(headers, "host")), 421, b"Invalid Host header\n", []),
-            (not policy.origin_ok(_one(headers, "origin")), 403, b"Invalid Origin header\n", []),
+            (not policy.host_ok(headers.get("host", [])), 421, b"Invalid Host header\n", []),
+            (not policy.origin_ok(headers.get("origin", [])), 403, b"Invalid Origin header\n", []),
             (
                 exchange.scope.get("method") != "POST",
                 405,
@@ -235,7 +256,7 @@ class McpEndpoint:
                 "content-length" in headers and "transfer-encoding" in headers,
                 400,
                 b"Content-Length and Transfer-Encoding cannot both be given\n",
-                [],
+                [(b"connection", b"close")],  # how the body was framed is in doubt
             ),
             (
                 _media_type(_one(headers, "content-type")) != "application/json",
@@ -244,9 +265,11 @@ class McpEndpoint:
                 [],
             ),
             (
-                not any(exchange.takes),
+                not self._answerable(exchange),
                 406,
-                b"Accept application/json or text/event-stream\n",
+                b"Accept application/json"
+                + (b"" if policy.json_only else b" or text/event-stream")
+                + b"\n",
                 [],
             ),
         ]
@@ -254,6 +277,12 @@ class McpEndpoint:
             if problem:
                 return status, body, extra
         return None
+
+    def _answerable(self, exchange: _Exchange) -> bool:
+        """Whether an answer can take a form the client accepts (with
+        ``--json-response`` the server never streams)."""
+        takes_json, takes_stream = exchange.takes
+        return takes_json or (takes_stream and not self.policy.json_only)
 
     async def _body(self, exchange: _Exchange) -> bytes | None:
         limit = self.policy.max_body
@@ -265,7 +294,7 @@ class McpEndpoint:
         while True:
             message = await exchange.receive()
             if message["type"] != "http.request":
-                return b""
+                raise _Gone
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > limit:
@@ -293,20 +322,37 @@ class McpEndpoint:
             await _json(send, 400, refusal)
             return
         takes_json, takes_stream = exchange.takes
-        streaming = takes_stream and not self.policy.json_only
-        stream = streaming and (_wants_progress(message) or not takes_json)
-        await self._serve(exchange, message, era, stream=stream)
+        only_stream = not takes_json  # then a stream is allowed: _answerable saw to that
+        stream = only_stream or (
+            takes_stream and not self.policy.json_only and _wants_progress(message)
+        )
+        await self._serve(exchange, message, era, stream=stream, only_stream=only_stream)
 
     async def _serve(
-        self, exchange: _Exchange, message: dict[str, Any], era: Era, *, stream: bool
+        self,
+        exchange: _Exchange,
+        message: dict[str, Any],
+        era: Era,
+        *,
+        stream: bool,
+        only_stream: bool,
     ) -> None:
+        """Answer ``message``: JSON, unless ``stream`` and a notification is due
+        first, or ``only_stream`` (the client takes nothing else): then SSE."""
         version = _one(exchange.headers, "mcp-protocol-version") or DEFAULT_VERSION
         session = Session(self.config, era=era, version=version)
         client = exchange.scope.get("client")
         if client:
             session.peer = f"{client[0]}:{client[1]}"
         outgoing, incoming = trio.open_memory_channel[dict[str, Any]](math.inf)
-        request_id, send = message["id"], exchange.send
+        request_id = message["id"]
+
+        async def send(event: MutableMapping[str, Any]) -> None:
+            # Never cut short by the client leaving (which cancels the work below):
+            # an answer is sent whole, and Hypercorn closes the connection after it.
+            with trio.CancelScope(shield=True):
+                await exchange.send(event)
+
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_watch_disconnect, exchange.receive, nursery.cancel_scope)
             driver = Driver(session, self.server, outgoing.send_nowait, nursery)
@@ -316,12 +362,14 @@ class McpEndpoint:
                 final = reply.get("id") == request_id and "method" not in reply
                 if not final and not stream:
                     continue  # progress nobody can be sent: JSON has one answer
-                if final and not started:
-                    await _json(send, _status(era, reply), reply)
+                status = _status(era, reply) if final else 200
+                if final and not started and not only_stream:
+                    await _json(send, status, reply)
                     break
                 if not started:
                     started = True
-                    await send({"type": "http.response.start", "status": 200, "headers": _SSE})
+                    start = {"type": "http.response.start", "status": status, "headers": _SSE}
+                    await send(start)
                 event = b"event: message\r\ndata: " + encode(reply) + b"\r\n\r\n"
                 await send({"type": "http.response.body", "body": event, "more_body": not final})
                 if final:

@@ -1,10 +1,12 @@
-"""Streamable HTTP for the container sidecar: the SDK's app under Hypercorn's trio worker.
+"""Streamable HTTP for the container sidecar: sandboxfs's MCP endpoint
+(:mod:`sandboxfs.transports.mcp_http`) under Hypercorn's trio worker.
 
 In front of the MCP endpoint (``/mcp``) sit, in order: ``/healthz`` and
 ``/readyz`` (no authentication: for probes; ``/readyz`` and every other request
 answer 503 once shutting down), bearer-token authentication
-(compared in constant time; 401 otherwise), then the SDK's own Host and Origin
-checks against DNS rebinding (421 / 403) and its request body limit (413).
+(compared in constant time; 401 otherwise); the endpoint then checks Host and
+Origin exactly against DNS rebinding (421 / 403), refuses ambiguous framing
+(400) and methods other than POST (405), and caps the body (413).
 The listening socket is made before Landlock applies, so the process needs no
 network rights afterwards.  On SIGTERM the server refuses new requests, lets
 calls in flight finish within a grace period, then stops listening and returns.
@@ -142,6 +144,17 @@ async def _plain(
     await send({"type": "http.response.body", "body": body})
 
 
+async def _lifespan(receive: Receive, send: Send) -> None:
+    """Nothing to set up or tear down: acknowledge both."""
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+
+
 @final
 @dataclass
 class Gate:
@@ -162,8 +175,11 @@ class Gate:
             raise ValueError("an empty bearer token is no credential")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await _lifespan(receive, send)
+            return
         if scope["type"] != "http":
-            await self.app(scope, receive, send)
+            await send({"type": "websocket.close", "code": 1008})  # refused: 403
             return
         path = scope.get("path", "")
         if path == "/healthz":
