@@ -83,15 +83,14 @@ with (
 
     from sandboxfs.core.allowlist import AllowList
     from sandboxfs.session.access import AccessControl
-    from sandboxfs.session.core import (
+    from sandboxfs.session.core import Session, SessionConfig
+    from sandboxfs.session.effects import (
         Call,
         Cancel,
         Close,
         KeepRoots,
         OpenRoots,
         Send,
-        Session,
-        SessionConfig,
         StartTimer,
         UseCommandLine,
     )

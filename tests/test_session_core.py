@@ -21,7 +21,8 @@ from wire_oracle import WireOracle
 
 from sandboxfs.core.allowlist import AllowList, Root
 from sandboxfs.session.access import AccessControl
-from sandboxfs.session.core import (
+from sandboxfs.session.core import Session, SessionConfig
+from sandboxfs.session.effects import (
     Call,
     Cancel,
     Close,
@@ -29,13 +30,11 @@ from sandboxfs.session.core import (
     KeepRoots,
     OpenRoots,
     Send,
-    Session,
-    SessionConfig,
     StartTimer,
     UseCommandLine,
-    root_uris,
 )
 from sandboxfs.session.jsonrpc import ProtocolError, decode, encode
+from sandboxfs.session.rooturis import root_uris
 from sandboxfs.session.server import SandboxfsServer, ServerOptions
 
 MODERN = "2026-07-28"

@@ -36,6 +36,7 @@ class WireOracle:
 
     def __init__(self, *, version: str | None = None) -> None:
         self.version = version  # None until the conversation decides it
+        self._decided = version is not None
         #: correlation key -> (method, request id, version it was asked at)
         self.pending: dict[Any, tuple[str, Any, str]] = {}
         self.answered: list[dict[str, Any]] = []
@@ -59,10 +60,15 @@ class WireOracle:
         self.pending[key] = (method if isinstance(method, str) else "", message["id"], version)
 
     def _version_of(self, method: Any, params: Any) -> str:
-        meta = params.get("_meta") if isinstance(params, dict) else None
-        modern = isinstance(meta, dict) and meta.get(PROTOCOL_VERSION_META_KEY) == MODERN
-        if self.version is None and method != "initialize" and modern:
-            self.version = MODERN
+        """The version a request is answered at: the first request of a connection
+        decides its era, as the server's session does (a 2026-07-28 envelope on
+        anything but ``initialize``; else the handshake era, whatever came of it)."""
+        if not self._decided:
+            self._decided = True
+            meta = params.get("_meta") if isinstance(params, dict) else None
+            modern = isinstance(meta, dict) and PROTOCOL_VERSION_META_KEY in meta
+            if self.version is None and method != "initialize" and modern:
+                self.version = MODERN
         return self.version or LATEST_HANDSHAKE
 
     # -- the server's side ----------------------------------------------------------------

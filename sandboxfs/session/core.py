@@ -25,13 +25,22 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, final
 
-import pydantic_core
-
 from sandboxfs.core.names import quote_name
+from sandboxfs.session.effects import (
+    Call,
+    Caller,
+    Cancel,
+    Close,
+    Effect,
+    KeepRoots,
+    OpenRoots,
+    Send,
+    StartTimer,
+    UseCommandLine,
+)
 from sandboxfs.session.envelope import (
     check_envelope,
     check_request_params,
@@ -55,6 +64,7 @@ from sandboxfs.session.jsonrpc import (
     correlation_key,
     error_message,
 )
+from sandboxfs.session.rooturis import root_uris
 
 log = logging.getLogger("sandboxfs")
 
@@ -94,94 +104,6 @@ NO_DIRECTORIES_NO_ROOTS: Final = (
     "directories and the client does not support MCP Roots. Either start the server with "
     "directory arguments, or use a client that provides Roots."
 )
-
-
-# -- effects --------------------------------------------------------------------------
-
-
-@final
-@dataclass(frozen=True, slots=True)
-class Send:
-    """Write this message to the client."""
-
-    message: JSON
-
-
-@final
-@dataclass(frozen=True, slots=True)
-class Caller:
-    """Who makes a call, as the audit log and the era-specific messages need it."""
-
-    protocol_version: str
-    client: str | None = None
-    peer: str | None = None
-
-
-@final
-@dataclass(frozen=True, slots=True)
-class Call:
-    """Run ``method`` (``tools/call`` or ``resources/read``) and report what it came to
-    with :meth:`Session.completed` under ``key``.  ``progress`` is the client's
-    progress token, if it asked for progress."""
-
-    key: int
-    method: str
-    params: JSON
-    caller: Caller
-    progress: str | int | None = None
-
-
-@final
-@dataclass(frozen=True, slots=True)
-class Cancel:
-    """Stop waiting for the call ``key``: the client cancelled it (it is never answered)."""
-
-    key: int
-
-
-@final
-@dataclass(frozen=True, slots=True)
-class StartTimer:
-    """Call :meth:`Session.timer_expired` with ``name`` after ``seconds``."""
-
-    name: str
-    seconds: float
-
-
-@final
-@dataclass(frozen=True, slots=True)
-class OpenRoots:
-    """Open the directories of the client's Roots answer and put them in force, then
-    call :meth:`Session.roots_settled` with ``generation``."""
-
-    generation: int
-    uris: tuple[str, ...]
-
-
-@final
-@dataclass(frozen=True, slots=True)
-class KeepRoots:
-    """The client's Roots could not be had (``reason``, escaped): keep what is in force."""
-
-    reason: str
-
-
-@final
-@dataclass(frozen=True, slots=True)
-class UseCommandLine:
-    """An initialized client without Roots: the command-line directories decide."""
-
-
-@final
-@dataclass(frozen=True, slots=True)
-class Close:
-    """Stop reading: the connection ends (once what is in flight is answered) with
-    ``exit_code``."""
-
-    exit_code: int
-
-
-Effect = Send | Call | Cancel | StartTimer | OpenRoots | KeepRoots | UseCommandLine | Close
 
 
 # -- configuration ----------------------------------------------------------------------
@@ -554,28 +476,3 @@ def _result(request_id: Any, result: JSON) -> JSON:
 
 def _not_found(method: str) -> ProtocolError:
     return ProtocolError(METHOD_NOT_FOUND, "Method not found", method)
-
-
-def root_uris(result: Any) -> list[str]:
-    """The ``file:`` URIs of a client's ``roots/list`` result, normalized as the SDK's
-    models do.  A root that is not one is skipped (and logged); ValueError if the
-    answer is not a list of roots at all."""
-    roots = result.get("roots") if isinstance(result, Mapping) else None
-    if not isinstance(roots, list):
-        raise ValueError("the client's roots/list answer holds no list of roots")
-    uris = []
-    for root in roots:
-        uri = root.get("uri") if isinstance(root, Mapping) else None
-        if not isinstance(uri, str):
-            log.warning("Skipping a malformed client root")
-            continue
-        try:
-            url = pydantic_core.Url(uri)
-        except ValueError:
-            log.warning("Skipping a client root whose URI does not parse: %s", quote_name(uri))
-            continue
-        if url.scheme != "file":
-            log.warning("Skipping client root that is not a local file:// URI: %s", quote_name(uri))
-            continue
-        uris.append(str(url))
-    return uris

@@ -23,7 +23,8 @@ from typing import Any, Final, final
 
 import trio
 
-from sandboxfs.session.core import (
+from sandboxfs.session.core import Session
+from sandboxfs.session.effects import (
     Call,
     Cancel,
     Close,
@@ -31,7 +32,6 @@ from sandboxfs.session.core import (
     KeepRoots,
     OpenRoots,
     Send,
-    Session,
     StartTimer,
     UseCommandLine,
 )

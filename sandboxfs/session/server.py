@@ -34,7 +34,8 @@ from sandboxfs.session.access import AccessControl, Effective
 from sandboxfs.session.argcheck import compile_schema
 from sandboxfs.session.auditlog import PATH_ARGUMENTS, AuditLog
 from sandboxfs.session.blocking import BlockingRunner
-from sandboxfs.session.core import Caller, SessionConfig
+from sandboxfs.session.core import SessionConfig
+from sandboxfs.session.effects import Caller
 from sandboxfs.session.jsonrpc import INVALID_PARAMS, MODERN_VERSIONS, ProtocolError
 from sandboxfs.session.resources import FILE_TEMPLATE, read_resource
 from sandboxfs.tools import CallContext, MediaBlock, ToolResult, ToolSpec, served_tools
