@@ -99,3 +99,24 @@ def test_the_audit_catches_a_weak_server(tmp_path: Path) -> None:
     assert "path-syntax/prefix-sibling" in failed  # "/x/root-evil" starts with "/x/root"
     assert "symlinks/read-read_text_file" in failed  # symlinks are followed out
     assert "failed" in output.splitlines()[-1]
+
+
+def test_an_audit_leaves_nothing_behind_unless_asked_for_a_log(tmp_path: Path) -> None:
+    """Without --log the server's stderr goes nowhere: the directory the audit runs
+    in (a user's repository) gains nothing.  With --log it goes to that file."""
+    work = tmp_path / "repo"
+    work.mkdir()
+    command = [sys.executable, "-m", "sandboxfs", "audit", "--category", "leaks"]
+    for log in (None, tmp_path / "server.log"):
+        extra = ["--log", str(log)] if log is not None else []
+        result = subprocess.run(
+            [*command, *extra, "--", *SERVER, "{root}"],
+            capture_output=True,
+            text=True,
+            env=server_env(),
+            timeout=900,
+            cwd=work,
+        )
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert list(work.iterdir()) == []
+    assert (tmp_path / "server.log").read_text().startswith("$ ")

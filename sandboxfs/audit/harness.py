@@ -160,13 +160,14 @@ class Session:
 
 @asynccontextmanager
 async def connect(
-    command: Sequence[str], root: Path, era: Era, timeout: float, log: Path
+    command: Sequence[str], root: Path, era: Era, timeout: float, log: Path | None
 ) -> AsyncIterator[Session]:
-    """Start the server under audit on ``root`` and connect to it."""
+    """Start the server under audit on ``root`` and connect to it; its stderr goes to
+    ``log`` (appended), or nowhere."""
     argv = _server_argv(command, root)
     environment = {k: v for k, v in os.environ.items() if not k.startswith("SANDBOXFS_TEST_")}
     params = StdioServerParameters(command=argv[0], args=argv[1:], env=environment)
-    with log.open("a") as errlog:
+    with (log or Path(os.devnull)).open("a") as errlog:
         errlog.write(f"$ {shlex.join(argv)}\n")
         errlog.flush()
         client = Client(

@@ -84,7 +84,7 @@ async def run_audit(
     era: Era,
     timeout: float,
     categories: Sequence[str],
-    log: Path,
+    log: Path | None,
     report: bool = True,
 ) -> list[Result]:
     results: list[Result] = []
@@ -145,15 +145,16 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument(
         "--log",
         type=Path,
-        default=Path("sandboxfs-audit-server.log"),
-        help="where the server's stderr goes [sandboxfs-audit-server.log]",
+        default=None,
+        help="append the server's stderr to this file [nowhere: nothing is left behind]",
     )
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(list(argv))
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("give the server's command after --")
-    args.log.write_text("")
+    if args.log is not None:
+        args.log.write_text("")
     results = trio.run(
         functools.partial(
             run_audit,
