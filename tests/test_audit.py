@@ -8,11 +8,14 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 
 from mcp_client import SERVER, server_env
+from sandboxfs.audit.reports import junit_xml, sarif, sarif_text
+from sandboxfs.audit.runner import Result
 
 
 def _audit(tmp_path: Path, *args: str, server: list[str]) -> tuple[int, str, list[dict[str, str]]]:
@@ -92,6 +95,10 @@ def test_the_audit_catches_a_weak_server(tmp_path: Path) -> None:
         "path-syntax",
         "--category",
         "symlinks",
+        "--junit",
+        str(tmp_path / "audit.xml"),
+        "--sarif",
+        str(tmp_path / "audit.sarif"),
         server=[sys.executable, str(script), "{root}"],
     )
     assert code == 1
@@ -99,6 +106,62 @@ def test_the_audit_catches_a_weak_server(tmp_path: Path) -> None:
     assert "path-syntax/prefix-sibling" in failed  # "/x/root-evil" starts with "/x/root"
     assert "symlinks/read-read_text_file" in failed  # symlinks are followed out
     assert "failed" in output.splitlines()[-1]
+    # The CI reports say the same as the JSON one.
+    suites = ET.parse(tmp_path / "audit.xml").getroot()
+    assert suites.tag == "testsuites" and int(suites.get("tests", "0")) == len(results)
+    junit_failed = {
+        f"{case.get('classname', '').removeprefix('sandboxfs-audit.')}/{case.get('name')}"
+        for case in suites.iter("testcase")
+        if case.find("failure") is not None
+    }
+    assert junit_failed == failed
+    log = json.loads((tmp_path / "audit.sarif").read_text())
+    assert log["version"] == "2.1.0"
+    run = log["runs"][0]
+    sarif_failed = {r["ruleId"] for r in run["results"] if r["kind"] == "fail"}
+    assert sarif_failed == failed
+    rules = run["tool"]["driver"]["rules"]
+    assert all(rules[r["ruleIndex"]]["id"] == r["ruleId"] for r in run["results"])
+    assert all(r["level"] == "error" for r in run["results"] if r["kind"] == "fail")
+
+
+def test_only_and_category_select_cases_and_a_selection_of_nothing_is_a_usage_error(
+    tmp_path: Path,
+) -> None:
+    code, output, results = _audit(
+        tmp_path, "--only", "path-syntax/absolute-*", server=[*SERVER, "{root}"]
+    )
+    assert code == 0, output
+    assert [r["case"] for r in results] == ["path-syntax/absolute-outside"]
+    nothing = subprocess.run(
+        [sys.executable, "-m", "sandboxfs", "audit", "--only", "nope/*", "--", *SERVER],
+        capture_output=True,
+        text=True,
+        env=server_env(),
+        timeout=120,
+    )
+    assert nothing.returncode == 2 and "no case matches" in nothing.stderr
+
+
+@pytest.mark.parametrize(
+    "reason", ["plain", "ctl \x00\x1b[31m\x7f", "surrogate \ud800 \udcff", "<x a='&'>"]
+)
+def test_reports_stay_well_formed_whatever_the_server_answered(reason: str) -> None:
+    results = [
+        Result("leaks/a", "FAIL", reason, 0.1),
+        Result("leaks/b", "SKIP", reason, 0.0),
+        Result("races/c", "PASS", "", 1.0),
+    ]
+    xml = junit_xml(results, era="2025", command=["srv", reason])
+    root = ET.fromstring(xml)  # parses: nothing XML cannot carry was written raw
+    assert [c.get("name") for c in root.iter("testcase")] == ["a", "b", "c"]
+    text = sarif_text(sarif(results, era="2025", command=["srv"], version="1"))
+    text.encode("utf-8")  # encodable: no lone surrogate left
+    assert [r["kind"] for r in json.loads(text)["runs"][0]["results"]] == [
+        "fail",
+        "notApplicable",
+        "pass",
+    ]
 
 
 def test_an_audit_leaves_nothing_behind_unless_asked_for_a_log(tmp_path: Path) -> None:

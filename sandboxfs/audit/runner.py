@@ -1,16 +1,19 @@
 """``sandboxfs audit``: a black-box attack suite for any MCP filesystem server.
 
-    sandboxfs audit [--era 2025|2026] [--json FILE] [--category C]... -- CMD ... {root}
+    sandboxfs audit [--era 2025|2026] [--json FILE] [--junit FILE] [--sarif FILE]
+                    [--log FILE] [--category C]... [--only PATTERN]... -- CMD ... {root}
 
 Starts ``CMD`` (with ``{root}`` replaced by the directory the server may use;
 appended if absent) as an MCP stdio server, one per category, and puts it
 through the cases in :mod:`sandboxfs.audit.cases`.  Prints one line per case
-and a summary ``N passed, M failed, K skipped``; exits 1 if any case failed.
+and a summary ``N passed, M failed, K skipped``.  Exit status: 0 when no case
+failed, 1 when one did, 2 for a usage error (nothing was run).
 """
 
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import functools
 import json
 import sys
@@ -35,6 +38,7 @@ from sandboxfs.audit.harness import (
     leaks,
     snapshot,
 )
+from sandboxfs.audit.reports import junit_xml, sarif, sarif_text
 
 Status = Literal["PASS", "FAIL", "SKIP"]
 
@@ -85,6 +89,7 @@ async def run_audit(
     timeout: float,
     categories: Sequence[str],
     log: Path | None,
+    only: Sequence[str] = (),
     report: bool = True,
 ) -> list[Result]:
     results: list[Result] = []
@@ -93,7 +98,7 @@ async def run_audit(
         for category in categories:
             async with AsyncExitStack() as category_stack:
                 session: Session | None = None
-                for case in (c for c in CASES if c.category == category):
+                for case in (c for c in CASES if c.category == category and _chosen(c, only)):
                     index += 1
                     if session is None:
                         try:
@@ -118,6 +123,10 @@ async def run_audit(
     return results
 
 
+def _chosen(case: Case, only: Sequence[str]) -> bool:
+    return not only or any(fnmatch.fnmatchcase(case.id, pattern) for pattern in only)
+
+
 def _print(result: Result) -> None:
     line = f"{result.status:<4}  {result.case}"
     if result.reason:
@@ -138,9 +147,17 @@ def main(argv: Sequence[str]) -> int:
     )
     parser.add_argument("--era", choices=("2025", "2026"), default="2025")
     parser.add_argument("--json", type=Path, help="also write the results to this file")
+    parser.add_argument("--junit", type=Path, help="also write them as JUnit XML")
+    parser.add_argument("--sarif", type=Path, help="also write them as SARIF 2.1.0")
     parser.add_argument("--timeout", type=float, default=15.0, help="seconds per call [15]")
     parser.add_argument(
         "--category", action="append", choices=CATEGORIES, help="run only these categories"
+    )
+    parser.add_argument(
+        "--only",
+        action="append",
+        metavar="PATTERN",
+        help="run only the cases whose id (category/name) matches this glob",
     )
     parser.add_argument(
         "--log",
@@ -153,6 +170,10 @@ def main(argv: Sequence[str]) -> int:
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("give the server's command after --")
+    categories = args.category or list(CATEGORIES)
+    only = args.only or []
+    if not any(c.category in categories and _chosen(c, only) for c in CASES):
+        parser.error("no case matches --category and --only")
     if args.log is not None:
         args.log.write_text("")
     results = trio.run(
@@ -161,14 +182,26 @@ def main(argv: Sequence[str]) -> int:
             command,
             era=args.era,
             timeout=args.timeout,
-            categories=args.category or list(CATEGORIES),
+            categories=categories,
             log=args.log,
+            only=only,
         )
     )
     print(summary(results))
     if args.json:
         args.json.write_text(json.dumps([asdict(r) for r in results], indent=2) + "\n")
+    if args.junit:
+        args.junit.write_bytes(junit_xml(results, era=args.era, command=command))
+    if args.sarif:
+        log = sarif(results, era=args.era, command=command, version=_version())
+        args.sarif.write_text(sarif_text(log), encoding="utf-8")
     return 1 if any(r.status == "FAIL" for r in results) else 0
+
+
+def _version() -> str:
+    from sandboxfs import __version__  # noqa: PLC0415 - looked up on first use
+
+    return str(__version__)
 
 
 if __name__ == "__main__":
