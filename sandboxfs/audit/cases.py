@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import socket
 import stat
 from collections.abc import Awaitable, Callable
@@ -293,6 +294,24 @@ async def _dest_delete(s: Session, fx: Fixture) -> None:
     await s.call("delete_file", path=fx.rel("up", "outside"), recursive=True)
 
 
+@case("destination", "write-to-the-root-itself")
+async def _dest_root_itself(s: Session, fx: Fixture) -> None:
+    """A write naming the allowed directory itself ("", ".", its own path) must not
+    leave anything next to it: a temporary file beside the root is outside."""
+    served_root = fx.base / "root"
+    before = set(os.listdir(fx.base))
+    for path in ("", ".", str(served_root), str(served_root) + "/"):
+        await s.call("write_file", path=path, content="written at the root itself\n")
+    stray = sorted(set(os.listdir(fx.base)) - before)
+    for name in stray:
+        with contextlib.suppress(OSError):
+            (fx.base / name).unlink()
+    if stray:
+        raise CaseFailed(f"write_file of the root itself left {stray[0]!r} next to the root")
+    if not served_root.is_dir():
+        raise CaseFailed("write_file replaced the allowed directory itself")
+
+
 # -- hard links ----------------------------------------------------------------------------------
 
 
@@ -554,6 +573,44 @@ async def _size_leak(s: Session, fx: Fixture) -> None:
     info = await s.call("get_file_info", path=fx.rel("abs-file"))
     if f"size: {CANARY_SIZE}" in info.text:
         raise CaseFailed("get_file_info reports the size of a file outside")
+
+
+@case("leaks", "symlink-size-is-its-target-length")
+async def _link_size(s: Session, fx: Fixture) -> None:
+    """A symlink's own size is the length of its text: for a link leading outside,
+    that tells how long the outside path is."""
+    target = str(fx.outside) + "/." * 1000 + "/secret.txt"
+    (fx.root / "long-link").symlink_to(target)
+    length = len(os.fsencode(target))
+    sized = re.compile(rf"size\W{{1,4}}{length}\b|\b{length / 1024:.2f} KB", re.IGNORECASE)
+    for tool, path in (
+        ("get_file_info", fx.rel("long-link")),
+        ("list_directory_with_sizes", fx.rel()),
+    ):
+        reply = await s.call(tool, path=path)
+        if sized.search(reply.raw) or sized.search(reply.text):
+            raise CaseFailed(f"{tool} gives an outside link's size ({length}: its text's length)")
+
+
+@case("leaks", "newline-name-forges-entries")
+async def _forged_lines(s: Session, fx: Fixture) -> None:
+    """A name holding a newline must not make a listing or a search show an entry
+    that does not exist (here ``[DIR] forged`` and ``[FILE] passwd``)."""
+    (fx.root / "plain\n[DIR] forged").write_bytes(b"x")
+    (fx.root / "other").mkdir()
+    (fx.root / "other" / "y\n[FILE] passwd").write_bytes(b"y")
+    forgeries = ("[DIR] forged", "[FILE] passwd")
+    for tool, arguments in (
+        ("list_directory", {"path": fx.rel()}),
+        ("list_directory_with_sizes", {"path": fx.rel()}),
+        ("search_files", {"path": fx.rel(), "pattern": "**/*"}),
+    ):
+        if not s.has(tool):
+            continue
+        reply = await s.call(tool, **arguments)
+        forged = [ln.strip() for ln in reply.text.splitlines() if ln.strip().startswith(forgeries)]
+        if forged:
+            raise CaseFailed(f"{tool} shows an entry that does not exist: {forged[0]!r}")
 
 
 CATEGORIES: Final = tuple(dict.fromkeys(c.category for c in CASES))

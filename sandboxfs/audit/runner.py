@@ -110,6 +110,8 @@ async def run_audit(
                                 Result(case.id, "FAIL", f"server did not start: {exc}", 0)
                             )
                             continue
+                    if report and sys.stdout.isatty():  # the case under way, until its line
+                        print(f"....  {case.id}", end="\r", flush=True)
                     result = await _run_case(case, session, workspace, index)
                     if result.status != "SKIP" and not await session.alive():
                         result.status = "FAIL"
@@ -128,7 +130,8 @@ def _chosen(case: Case, only: Sequence[str]) -> bool:
 
 
 def _print(result: Result) -> None:
-    line = f"{result.status:<4}  {result.case}"
+    clear = "\x1b[K" if sys.stdout.isatty() else ""  # what the progress line left
+    line = f"{result.status:<4}  {result.case}{clear}"
     if result.reason:
         line += f": {result.reason}"
     print(line, flush=True)
