@@ -46,7 +46,11 @@ def _audit(tmp_path: Path, *args: str, server: list[str]) -> tuple[int, str, lis
 def test_sandboxfs_passes_its_own_audit(tmp_path: Path, era: str) -> None:
     code, output, results = _audit(tmp_path, "--era", era, server=[*SERVER, "{root}"])
     assert code == 0, output
-    assert output.splitlines()[-1] == f"{len(results)} passed, 0 failed, 0 skipped"
+    skipped = [r["case"] for r in results if r["status"] == "SKIP"]
+    # Only what the era lacks is skipped: 2026-07-28 has no handshake to repeat.
+    assert skipped == ([] if era == "2025" else ["protocol/second-initialize"])
+    passed = len(results) - len(skipped)
+    assert output.splitlines()[-1] == f"{passed} passed, 0 failed, {len(skipped)} skipped"
     categories = {r["case"].split("/")[0] for r in results}
     assert categories == {
         "path-syntax",
@@ -57,6 +61,7 @@ def test_sandboxfs_passes_its_own_audit(tmp_path: Path, era: str) -> None:
         "resource-exhaustion",
         "races",
         "leaks",
+        "protocol",
     }
 
 

@@ -124,6 +124,11 @@ class Session:
     timeout: float
     tools: dict[str, types.Tool]
     replies: list[tuple[dict[str, Any], Reply]] = field(default_factory=list)
+    #: How the server under audit is started (for cases that speak raw JSON-RPC to a
+    #: fresh copy of it), and the protocol era of the audit.
+    argv: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    era: Era = "2025"
 
     def has(self, tool: str) -> bool:
         return tool in self.tools
@@ -179,7 +184,8 @@ async def connect(
         async with client:
             with trio.fail_after(timeout):
                 listed = await client.list_tools()
-            yield Session(client, timeout, {t.name: t for t in listed.tools})
+            tools = {t.name: t for t in listed.tools}
+            yield Session(client, timeout, tools, argv=argv, env=environment, era=era)
 
 
 @dataclass

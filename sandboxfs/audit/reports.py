@@ -27,6 +27,7 @@ CATEGORY_TEXT: Final = {
     "resource-exhaustion": "inputs that exhaust the server's memory or time",
     "races": "paths swapped by an attacker while the server works",
     "leaks": "answers that reveal what lies outside",
+    "protocol": "JSON-RPC no SDK client sends: unencodable text, a second handshake, a flood",
 }
 SARIF_SCHEMA: Final = "https://json.schemastore.org/sarif-2.1.0.json"
 
