@@ -6,6 +6,7 @@ tool names, but path checks done on strings) is caught."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -51,6 +52,12 @@ def test_sandboxfs_passes_its_own_audit(tmp_path: Path, era: str) -> None:
     assert skipped == ([] if era == "2025" else ["protocol/second-initialize"])
     passed = len(results) - len(skipped)
     assert output.splitlines()[-1] == f"{passed} passed, 0 failed, {len(skipped)} skipped"
+    # Every race attacked all the way: its attacker made changes, and nothing escaped.
+    races = [r for r in results if r["case"].startswith("races/")]
+    assert len(races) == 5
+    for race in races:
+        held = re.fullmatch(r"held after (\d+) calls against (\d+) changes", race["reason"])
+        assert held and int(held[1]) > 0 and int(held[2]) > 0, race
     categories = {r["case"].split("/")[0] for r in results}
     assert categories == {
         "path-syntax",

@@ -22,7 +22,7 @@ from typing import Final
 
 import trio
 
-from sandboxfs.audit.attacker import prepare
+from sandboxfs.audit.attacker import AttackerProcess, Tally, prepare
 from sandboxfs.audit.harness import (
     CANARY_SIZE,
     CaseFailed,
@@ -30,7 +30,6 @@ from sandboxfs.audit.harness import (
     Fixture,
     Reply,
     Session,
-    attacker_process,
 )
 from sandboxfs.audit.rawwire import RawServer, handshake, raw_server, request
 
@@ -55,8 +54,10 @@ class Case:
 
 CASES: list[Case] = []
 
-#: How long a race case keeps the attacker running, in tool calls.
-RACE_CALLS: Final = 300
+#: How long a race case keeps attacking when nothing escapes: at most this many tool
+#: calls and this many seconds (it stops at the first escape).
+RACE_CALLS: Final = 2000
+RACE_SECONDS: Final = 30.0
 
 
 def case(
@@ -316,13 +317,26 @@ async def _dest_root_itself(s: Session, fx: Fixture) -> None:
 # -- hard links ----------------------------------------------------------------------------------
 
 
-@case("hard-links", "write-append-edit-planted-link", hard_links=True)
-async def _hardlink(s: Session, fx: Fixture) -> None:
-    for name in ("w", "a", "e"):
-        os.link(fx.outside / "secret.txt", fx.root / name)
-    await s.call("write_file", path=fx.rel("w"), content="pwned")
-    await s.call("append_file", path=fx.rel("a"), content="pwned")
-    await s.call("edit_file", path=fx.rel("e"), edits=[{"oldText": "CANARY", "newText": "PWNED"}])
+def _through_planted_link(tool: str, arguments: dict[str, object]) -> CaseFn:
+    """A case: ``tool`` on a name inside that is a hard link to an outside file must
+    not change the outside file (a write must replace the name, not the inode)."""
+
+    async def case_fn(s: Session, fx: Fixture) -> None:
+        os.link(fx.outside / "secret.txt", fx.root / "linked")
+        await s.call(tool, path=fx.rel("linked"), **arguments)
+
+    return case_fn
+
+
+_PLANTED: list[tuple[str, dict[str, object]]] = [
+    ("write_file", {"content": "pwned"}),
+    ("append_file", {"content": "pwned"}),
+    ("edit_file", {"edits": [{"oldText": "CANARY", "newText": "PWNED"}]}),
+]
+for _tool, _arguments in _PLANTED:
+    case("hard-links", f"{_tool}-through-planted-link", hard_links=True)(
+        _through_planted_link(_tool, _arguments)
+    )
 
 
 # -- special files -----------------------------------------------------------------------------
@@ -351,11 +365,26 @@ async def _special_reads(s: Session, fx: Fixture) -> None:
 
 @case("special-files", "writes-do-not-hang")
 async def _special_writes(s: Session, fx: Fixture) -> None:
+    """Each write tool the server has, on each special file (a missing tool is not
+    a reason to leave the others untested)."""
+    calls: list[tuple[str, dict[str, object]]] = []
     for name in _special(fx):
-        await s.call("write_file", path=fx.rel(name), content="x")
-        await s.call("append_file", path=fx.rel(name), content="x")
-        await s.call("edit_file", path=fx.rel(name), edits=[{"oldText": "a", "newText": "b"}])
-        await s.call("copy_file", source=fx.rel(name), destination=fx.rel(f"{name}-copy"))
+        calls += [
+            ("write_file", {"path": fx.rel(name), "content": "x"}),
+            ("append_file", {"path": fx.rel(name), "content": "x"}),
+            ("edit_file", {"path": fx.rel(name), "edits": [{"oldText": "a", "newText": "b"}]}),
+            ("copy_file", {"source": fx.rel(name), "destination": fx.rel(f"{name}-copy")}),
+        ]
+    await _each(s, calls)
+
+
+async def _each(s: Session, calls: list[tuple[str, dict[str, object]]]) -> None:
+    """Make each call whose tool the server has; skip only if it has none of them."""
+    present = [(tool, arguments) for tool, arguments in calls if s.has(tool)]
+    if not present:
+        raise CaseSkipped(f"the server has none of {', '.join(sorted({t for t, _ in calls}))}")
+    for tool, arguments in present:
+        await s.call(tool, **arguments)
 
 
 @case("special-files", "listings-do-not-hang")
@@ -430,19 +459,64 @@ async def _loop(s: Session, fx: Fixture) -> None:
 async def _race(
     kind: str, s: Session, fx: Fixture, calls: list[tuple[str, dict[str, object]]]
 ) -> None:
-    process = attacker_process(kind, fx.root, fx.outside)
+    """Call the tools in turn while the ``kind`` attacker changes the tree, until an
+    escape is seen (outside content in a reply, or an outside file changed) or the
+    bound (:data:`RACE_CALLS` calls, :data:`RACE_SECONDS`) is reached.  An attacker
+    that made no change proves nothing: the case then fails as an error."""
+    if not any(s.has(tool) for tool, _ in calls):
+        raise CaseSkipped(f"the server has none of {', '.join(sorted({t for t, _ in calls}))}")
+    before = _outside_state(fx.outside)
+    # Through a planted hard link the outside content is the inside file's: seeing it
+    # is no escape (changing it is, and the outside state shows that).
+    token = None if kind == "plant-hardlink" else fx.token
+    attacker = await trio.to_thread.run_sync(AttackerProcess, kind, fx.root, fx.outside)
+    made = 0
+    escaped = False
     try:
-        await trio.sleep(0.05)
+        deadline = trio.current_time() + RACE_SECONDS
         for i in range(RACE_CALLS):
             tool, arguments = calls[i % len(calls)]
-            if s.has(tool):
-                await s.call(tool, **json.loads(json.dumps(arguments).replace("{i}", str(i))))
+            if not s.has(tool):
+                continue
+            reply = await s.call(tool, **json.loads(json.dumps(arguments).replace("{i}", str(i))))
+            made += 1
+            if (token is not None and token in reply.raw) or _outside_state(fx.outside) != before:
+                escaped = True
+                break
+            if trio.current_time() > deadline:
+                break
     finally:
-        process.kill()
-        process.wait()
+        tally = await trio.to_thread.run_sync(_stopped, attacker)
     moved = fx.outside / "moved-d"
     if moved.exists():  # the attacker stopped mid-move: put it back for the checks
         moved.rename(fx.root / "d")
+    if tally.swaps == 0:
+        raise CaseFailed(f"the {kind} attacker made no change in {made} calls: nothing was tested")
+    s.notes.append(
+        f"{'escaped' if escaped else 'held'} after {made} calls against {tally.swaps} changes"
+    )
+
+
+def _outside_state(outside: Path) -> dict[str, tuple[int, int, int]]:
+    """Every entry below ``outside`` with its mode, size and mtime, read while the
+    attacker may be moving things: what vanishes meanwhile is left out, and the
+    directory the attacker itself moves out and back (``moved-d``) is not looked at."""
+    state: dict[str, tuple[int, int, int]] = {}
+    for directory, dirs, files in os.walk(outside):
+        dirs[:] = [d for d in dirs if not (directory == str(outside) and d == "moved-d")]
+        for name in (*dirs, *files):
+            full = os.path.join(directory, name)
+            with contextlib.suppress(OSError):
+                st = os.lstat(full)
+                state[os.path.relpath(full, outside)] = (st.st_mode, st.st_size, st.st_mtime_ns)
+    return state
+
+
+def _stopped(attacker: AttackerProcess) -> Tally:
+    try:
+        return attacker.stop()
+    finally:
+        attacker.kill()
 
 
 @case("races", "exchange-dir-during-reads-and-walks", _prepared("exchange-dir"))

@@ -17,8 +17,6 @@ import os
 import secrets
 import shlex
 import stat
-import subprocess
-import sys
 import tempfile
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
@@ -129,6 +127,8 @@ class Session:
     argv: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
     era: Era = "2025"
+    #: What a case that held has to say (a race: how long it attacked), for its line.
+    notes: list[str] = field(default_factory=list)
 
     def has(self, tool: str) -> bool:
         return tool in self.tools
@@ -245,11 +245,3 @@ def exfiltrated(fixture: Fixture) -> str | None:
                 if needle in f.read(CANARY_SIZE * 2):
                     return f"canary content was copied inside, to {name}"
     return None
-
-
-def attacker_process(kind: str, root: Path, outside: Path) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "sandboxfs.audit.attacker", kind, str(root), str(outside)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )

@@ -58,6 +58,7 @@ async def _run_case(case: Case, session: Session, workspace: Workspace, index: i
         case.setup(fixture)
     before = snapshot(workspace.base / "outside")
     session.replies.clear()
+    session.notes.clear()
     status: Status = "PASS"
     reason = ""
     try:
@@ -79,6 +80,8 @@ async def _run_case(case: Case, session: Session, workspace: Workspace, index: i
         status, reason = "FAIL", problem
     elif problem:
         reason = f"{reason}; {problem}"
+    if session.notes:  # how long a race attacked, whatever its verdict
+        reason = "; ".join([reason, *session.notes]) if reason else "; ".join(session.notes)
     return Result(case.id, status, reason, time.monotonic() - started)
 
 
