@@ -47,7 +47,11 @@ PATH_CALLS = {
     "transports/stdio.py": "opens /dev/null for the private copies of fds 0 and 1",
     "transports/sidecar.py": "the operator's unix socket path",
     "audit/attacker.py": "the attacker changes the tree as a local attacker would",
-    "audit/cases.py": "the auditor builds fixtures",
+    "audit/cases/path_syntax.py": "the auditor builds fixtures",
+    "audit/cases/symlinks.py": "the auditor builds fixtures",
+    "audit/cases/files.py": "the auditor builds fixtures",
+    "audit/cases/races.py": "the auditor builds fixtures",
+    "audit/cases/leaks.py": "the auditor builds fixtures",
     "audit/harness.py": "the auditor builds and checks fixtures",
 }
 _PATH_FUNCTIONS = {

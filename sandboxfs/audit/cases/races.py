@@ -1,0 +1,172 @@
+"""Races with an attacker process that changes the tree while the server works."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Final
+
+import trio
+
+from sandboxfs.audit.attacker import AttackerProcess, Tally, prepare
+from sandboxfs.audit.cases.base import (
+    case,
+)
+from sandboxfs.audit.harness import (
+    CaseFailed,
+    CaseSkipped,
+    Fixture,
+    Session,
+)
+
+#: How long a race case keeps attacking when nothing escapes: at most this many tool
+#: calls and this many seconds (it stops at the first escape).
+RACE_CALLS: Final = 2000
+RACE_SECONDS: Final = 30.0
+
+
+def _prepared(kind: str) -> Callable[[Fixture], None]:
+    return lambda fx: prepare(kind, fx.root, fx.outside, fx.canary)
+
+
+# -- races with an attacker process ----------------------------------------------------------
+
+
+async def _race(
+    kind: str, s: Session, fx: Fixture, calls: list[tuple[str, dict[str, object]]]
+) -> None:
+    """Call the tools in turn while the ``kind`` attacker changes the tree, until an
+    escape is seen (outside content in a reply, or an outside file changed) or the
+    bound (:data:`RACE_CALLS` calls, :data:`RACE_SECONDS`) is reached.  An attacker
+    that made no change proves nothing: the case then fails as an error."""
+    if not any(s.has(tool) for tool, _ in calls):
+        raise CaseSkipped(f"the server has none of {', '.join(sorted({t for t, _ in calls}))}")
+    before = _outside_state(fx.outside)
+    # Through a planted hard link the outside content is the inside file's: seeing it
+    # is no escape (changing it is, and the outside state shows that).
+    token = None if kind == "plant-hardlink" else fx.token
+    attacker = await trio.to_thread.run_sync(AttackerProcess, kind, fx.root, fx.outside)
+    made = 0
+    escaped = False
+    try:
+        deadline = trio.current_time() + RACE_SECONDS
+        for i in range(RACE_CALLS):
+            tool, arguments = calls[i % len(calls)]
+            if not s.has(tool):
+                continue
+            reply = await s.call(tool, **json.loads(json.dumps(arguments).replace("{i}", str(i))))
+            made += 1
+            if (token is not None and token in reply.raw) or _outside_state(fx.outside) != before:
+                escaped = True
+                break
+            if trio.current_time() > deadline:
+                break
+    finally:
+        tally = await trio.to_thread.run_sync(_stopped, attacker)
+    moved = fx.outside / "moved-d"
+    if moved.exists():  # the attacker stopped mid-move: put it back for the checks
+        moved.rename(fx.root / "d")
+    if tally.swaps == 0:
+        raise CaseFailed(f"the {kind} attacker made no change in {made} calls: nothing was tested")
+    s.notes.append(
+        f"{'escaped' if escaped else 'held'} after {made} calls against {tally.swaps} changes"
+    )
+
+
+def _outside_state(outside: Path) -> dict[str, tuple[int, int, int]]:
+    """Every entry below ``outside`` with its mode, size and mtime, read while the
+    attacker may be moving things: what vanishes meanwhile is left out, and the
+    directory the attacker itself moves out and back (``moved-d``) is not looked at."""
+    state: dict[str, tuple[int, int, int]] = {}
+    for directory, dirs, files in os.walk(outside):
+        dirs[:] = [d for d in dirs if not (directory == str(outside) and d == "moved-d")]
+        for name in (*dirs, *files):
+            full = os.path.join(directory, name)
+            with contextlib.suppress(OSError):
+                st = os.lstat(full)
+                state[os.path.relpath(full, outside)] = (st.st_mode, st.st_size, st.st_mtime_ns)
+    return state
+
+
+def _stopped(attacker: AttackerProcess) -> Tally:
+    try:
+        return attacker.stop()
+    finally:
+        attacker.kill()
+
+
+@case("races", "exchange-dir-during-reads-and-walks", _prepared("exchange-dir"))
+async def _race_read(s: Session, fx: Fixture) -> None:
+    await _race(
+        "exchange-dir",
+        s,
+        fx,
+        [
+            ("read_text_file", {"path": fx.rel("d", "f")}),
+            ("list_directory", {"path": fx.rel("d")}),
+            ("directory_tree", {"path": fx.rel("d")}),
+            ("search_files", {"path": fx.rel("d"), "pattern": "**/*"}),
+            ("read_text_file", {"path": fx.rel("d", "secret.txt")}),
+        ],
+    )
+
+
+@case("races", "exchange-dir-during-writes", _prepared("exchange-dir"))
+async def _race_write(s: Session, fx: Fixture) -> None:
+    await _race(
+        "exchange-dir",
+        s,
+        fx,
+        [
+            ("write_file", {"path": fx.rel("d", "w.txt"), "content": "written"}),
+            ("create_directory", {"path": fx.rel("d", "made{i}")}),
+            ("copy_file", {"source": fx.rel("inside.txt"), "destination": fx.rel("d", "c{i}")}),
+            ("append_file", {"path": fx.rel("d", "f"), "content": "+"}),
+        ],
+    )
+
+
+@case("races", "file-symlink-swap-during-write-edit-copy", _prepared("swap-file"))
+async def _race_swap(s: Session, fx: Fixture) -> None:
+    await _race(
+        "swap-file",
+        s,
+        fx,
+        [
+            ("write_file", {"path": fx.rel("f"), "content": "written {i}\n"}),
+            ("edit_file", {"path": fx.rel("f"), "edits": [{"oldText": "e", "newText": "e"}]}),
+            ("copy_file", {"source": fx.rel("f"), "destination": fx.rel("copy{i}")}),
+            ("read_text_file", {"path": fx.rel("f")}),
+        ],
+    )
+
+
+@case("races", "directory-renamed-away-during-walks", _prepared("rename-away"))
+async def _race_rename(s: Session, fx: Fixture) -> None:
+    await _race(
+        "rename-away",
+        s,
+        fx,
+        [
+            ("directory_tree", {"path": str(fx.root)}),
+            ("search_files", {"path": str(fx.root), "pattern": "**/*"}),
+            ("read_text_file", {"path": fx.rel("d", "inner", "inside.txt")}),
+        ],
+    )
+
+
+@case("races", "hard-links-planted-during-writes", _prepared("plant-hardlink"), hard_links=True)
+async def _race_hardlink(s: Session, fx: Fixture) -> None:
+    await _race(
+        "plant-hardlink",
+        s,
+        fx,
+        [
+            ("write_file", {"path": fx.rel("h"), "content": "written"}),
+            ("append_file", {"path": fx.rel("h"), "content": "appended"}),
+            ("edit_file", {"path": fx.rel("h"), "edits": [{"oldText": "w", "newText": "w"}]}),
+        ],
+    )
