@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from limits import listing_text, time_command, time_python, tool_path, tree_text
 from rpc import (  # bench/rpc.py (the script's directory is on sys.path)
     _LIVE,
     PROTOCOL_VERSION,
@@ -72,6 +73,7 @@ REPO = HERE.parent
 FIXTURE_FORMAT = 2  # bump when the layout changes, so --fixtures DIR regenerates
 NEEDLE = "NEEDLE_SANDBOXFS_BENCH"  # in every 97th file of the tree
 NEEDLE_EVERY = 97
+HUGE_NEEDLE = "line 00004242 the"  # once in every MiB block of the huge file
 EDIT_OLD = "EDIT_MARKER_ALPHA_0123456789"
 EDIT_NEW = "EDIT_MARKER_OMEGA_9876543210"
 
@@ -288,6 +290,7 @@ class Ctx:
     n_walk: int  # directory_tree / search_files / grep_files calls
     n_heavy: int  # 10 MiB reads, 1 MiB writes, 10 MiB edits (head/tail: 4x)
     window: int = 32
+    cache: dict[str, Any] = field(default_factory=dict)  # expected counts, computed once
 
     def p(self, *parts: str) -> str:
         return str(self.root.joinpath(*parts))
@@ -302,6 +305,23 @@ class Measure:
     detail: str = ""
 
 
+@dataclass(frozen=True)
+class Limit:
+    """A physical-limit row: the workload's work done without MCP (an external command or
+    a plain Python loop), measured in the same run.  ``run`` returns the measure (in the
+    workload's unit) and the peak RSS in KiB (None for a loop in the bench process)."""
+
+    name: str  # shown in the table
+    run: Callable[[Ctx], tuple[Measure, int | None]]
+    target: float | None = None  # the issue's target for sandboxfs / limit (None: none)
+    stretch: bool = False  # the target is the issue's stretch goal
+
+
+def limit_key(limit: Limit) -> str:
+    """The pseudo-server its samples are stored under."""
+    return f"limit:{limit.name}"
+
+
 @dataclass
 class Workload:
     key: str
@@ -309,9 +329,8 @@ class Workload:
     unit: str  # "calls/s" (higher is better) or "ms" (lower is better)
     run: Callable[[Conn, Ctx], Measure]
     tool: str | None = None  # skipped if sandboxfs's tools/list lacks it
-    # Replaces the reference server (for a tool the reference does not have):
-    # returns (measure, peak RSS in KiB).
-    external: Callable[[Ctx], tuple[Measure, int | None]] | None = None
+    sfs_only: bool = False  # the reference has no such tool: its columns stay empty
+    limits: tuple[Limit, ...] = ()  # the same work without MCP, measured in the same run
     before: Callable[[Ctx], None] | None = None  # before each server's turn
     stateless: bool = False  # start in the 2026-07-28 era (no handshake) instead of 2025
 
@@ -568,19 +587,63 @@ def expected_needles(ctx: Ctx) -> int:
     return ctx.spec.n_tree_files // NEEDLE_EVERY
 
 
-def grep_args(tool: dict[str, Any], ctx: Ctx) -> dict[str, Any]:
-    """Arguments for sandboxfs's grep_files, read off its input schema: the whole tree,
-    the literal NEEDLE, and every match reported (maxResults at the schema's maximum)."""
+def count_matching_lines(path: Path, pattern: bytes) -> int:
+    """Lines of ``path`` matching the Python regex ``pattern`` (at most one per line)."""
+    rx = re.compile(b"(?m)^.*?" + pattern)
+    n = 0
+    rest = b""
+    with open(path, "rb") as f:
+        while chunk := f.read(8 * MiB):
+            chunk = rest + chunk
+            cut = chunk.rfind(b"\n") + 1
+            rest = chunk[cut:]
+            n += sum(1 for _ in rx.finditer(chunk, 0, cut))
+    return n + sum(1 for _ in rx.finditer(rest))
+
+
+@dataclass(frozen=True)
+class GrepCase:
+    """One grep_files workload: where, what, and how many matching lines to expect."""
+
+    target: str  # "tree" or "huge.txt", relative to the fixtures
+    pattern: str
+    regex: bool
+
+    def expected(self, ctx: Ctx) -> int:
+        if self.target == "tree":
+            return expected_needles(ctx)  # the regex cases match exactly the NEEDLE lines
+        key = f"grep-expected:{self.target}:{self.pattern}:{self.regex}"
+        if key not in ctx.cache:
+            pattern = self.pattern.encode() if self.regex else re.escape(self.pattern.encode())
+            ctx.cache[key] = count_matching_lines(ctx.root / self.target, pattern)
+        n: int = ctx.cache[key]
+        return n
+
+
+TREE_LITERAL = GrepCase("tree", NEEDLE, regex=False)
+TREE_REGEX = GrepCase("tree", r"NEEDLE_[A-Z]+_BENCH here", regex=True)
+HUGE_LITERAL = GrepCase("huge.txt", HUGE_NEEDLE, regex=False)  # once per MiB block
+HUGE_REGEX = GrepCase("huge.txt", r"l[a-z]ne 00004242 the", regex=True)
+
+
+def grep_args(tool: dict[str, Any], path: str, pattern: str, *, regex: bool) -> dict[str, Any]:
+    """Arguments for sandboxfs's grep_files, read off its input schema: ``path``,
+    ``pattern``, RE2 if ``regex``, and every match reported (maxResults at the schema's
+    maximum)."""
     schema = tool.get("inputSchema") or {}
     props = schema.get("properties", {})
     args: dict[str, Any] = {}
     for names, value in (
-        (("path", "directory", "root"), ctx.p("tree")),
-        (("pattern", "query", "search"), NEEDLE),
+        (("path", "directory", "root"), path),
+        (("pattern", "query", "search"), pattern),
     ):
         name = next((n for n in names if n in props), None)
         if name:
             args[name] = value
+    if regex:
+        if "regex" not in props:
+            raise Unsupported("grep_files has no regex parameter")
+        args["regex"] = True
     cap = next((n for n in ("maxResults", "max_results", "limit") if n in props), None)
     if cap:
         args[cap] = min(props[cap].get("maximum", 10**6), 10**6)
@@ -590,48 +653,118 @@ def grep_args(tool: dict[str, Any], ctx: Ctx) -> dict[str, Any]:
     return args
 
 
-def w_grep(conn: Conn, ctx: Ctx) -> Measure:
-    args = grep_args(conn.tools["grep_files"], ctx)
-    want = expected_needles(ctx)
-
-    def verify(r: dict[str, Any]) -> None:
-        structured = r.get("structuredContent") or {}
-        if structured.get("complete") is False:
-            reason = structured.get("stoppedReason")
-            raise BenchError(f"{conn.label}: grep_files stopped early ({reason})")
-        hits = result_text(r).count(NEEDLE)
-        _expect(conn.label, hits == want, f"grep_files found {hits} lines, expected {want}")
-
-    per = timed_calls(conn, ctx.n_walk, lambda i: ("grep_files", args), verify)
-    return Measure(per * 1e3, f"{want} matching lines")
+def check_grep_result(label: str, r: dict[str, Any], want: int) -> None:
+    """A complete grep_files answer with exactly ``want`` matching lines."""
+    structured = r.get("structuredContent") or {}
+    if structured.get("complete") is False:
+        raise BenchError(f"{label}: grep_files stopped early ({structured.get('stoppedReason')})")
+    matches = structured.get("matches")
+    if isinstance(matches, list):
+        hits = len(matches)
+    else:  # no structured answer: count the text's "path:line:" lines
+        hits = sum(1 for line in result_text(r).splitlines() if re.match(r".*?:\d+:", line))
+    _expect(label, hits == want, f"grep_files found {hits} lines, expected {want}")
 
 
-def grep_external(ctx: Ctx) -> tuple[Measure, int | None]:
-    """``grep -rn NEEDLE tree`` (output to a file) as the comparison for grep_files."""
-    grep = shutil.which("grep")
-    if not grep:
-        raise BenchError("grep not found on PATH")
-    times = []
-    peak = 0
-    for i in range(ctx.n_walk + 1):  # the first run is a warm-up
-        with tempfile.TemporaryFile() as out:
-            t0 = time.perf_counter()
-            proc = subprocess.Popen(  # noqa: S603 - fixed command
-                [grep, "-rn", NEEDLE, ctx.p("tree")], stdout=out, stderr=subprocess.DEVNULL
-            )
-            _, status, usage = os.wait4(proc.pid, 0)
-            elapsed = time.perf_counter() - t0
-            proc.returncode = os.waitstatus_to_exitcode(status)
-            if proc.returncode != 0:
-                raise BenchError(f"grep -rn exited with status {proc.returncode}")
-            if i:
-                times.append(elapsed)
-            peak = max(peak, usage.ru_maxrss)
-            out.seek(0)
-            hits = out.read().count(b"\n")
-        if hits != expected_needles(ctx):
-            raise BenchError(f"grep -rn found {hits} lines, expected {expected_needles(ctx)}")
-    return Measure(statistics.mean(times) * 1e3, f"{hits} matching lines"), peak
+def grep_workload(case: GrepCase) -> Callable[[Conn, Ctx], Measure]:
+    def run(conn: Conn, ctx: Ctx) -> Measure:
+        args = grep_args(
+            conn.tools["grep_files"], ctx.p(case.target), case.pattern, regex=case.regex
+        )
+        want = case.expected(ctx)
+        verify = lambda r: check_grep_result(conn.label, r, want)  # noqa: E731
+        per = timed_calls(conn, ctx.n_walk, lambda i: ("grep_files", args), verify)
+        return Measure(per * 1e3, f"{want} matching lines")
+
+    return run
+
+
+w_grep = grep_workload(TREE_LITERAL)
+
+
+def command_limit(
+    name: str, argv: Callable[[Ctx], list[str]], expect_lines: Callable[[Ctx], int]
+) -> Callable[[Ctx], tuple[Measure, int | None]]:
+    """A limit that runs an external command (output to a file) ``n_walk`` times after a
+    warm-up and checks how many lines it printed."""
+
+    def run(ctx: Ctx) -> tuple[Measure, int | None]:
+        want = expect_lines(ctx)
+        seconds, peak, lines = time_command(
+            argv(ctx), runs=ctx.n_walk, expect_lines=want, label=name
+        )
+        return Measure(seconds * 1e3, f"{lines:,} lines"), peak
+
+    return run
+
+
+def grep_limits(case: GrepCase) -> tuple[Limit, ...]:
+    """``grep -n`` and ``rg -n`` on the same target (-r for the tree, -E for a regex)."""
+    flags = ("-rn" if case.target == "tree" else "-n") + ("E" if case.regex else "")
+    rg_flags = ["-n", "--no-heading"]  # a literal pattern is found as a literal anyway
+
+    def grep_argv(ctx: Ctx) -> list[str]:
+        return [tool_path("grep"), flags, "-e", case.pattern, ctx.p(case.target)]
+
+    def rg_argv(ctx: Ctx) -> list[str]:
+        return [tool_path("rg"), *rg_flags, "-e", case.pattern, ctx.p(case.target)]
+
+    return (
+        Limit(f"grep {flags}", command_limit(f"grep {flags}", grep_argv, case.expected), 1.0),
+        Limit(f"rg {' '.join(rg_flags)}", command_limit("rg", rg_argv, case.expected), 1.0, True),
+    )
+
+
+def _find_argv(*pattern: str) -> Callable[[Ctx], list[str]]:
+    return lambda ctx: [tool_path("find"), ctx.p("tree"), *pattern]
+
+
+FIND_TREE = Limit(
+    "find tree",
+    command_limit(
+        "find tree", _find_argv(), lambda ctx: ctx.spec.n_tree_dirs + ctx.spec.n_tree_files + 1
+    ),
+)
+FIND_PY = Limit(
+    "find tree -name '*.py'",
+    command_limit("find -name", _find_argv("-name", "*.py"), lambda c: c.spec.n_tree_files // 2),
+    1.5,
+)
+
+
+def _python_limit(
+    text: Callable[[str], str],
+    where: Callable[[Ctx], str],
+    runs: Callable[[Ctx], int],
+    check: Callable[[Ctx, str], None],
+) -> Callable[[Ctx], tuple[Measure, int | None]]:
+    def run(ctx: Ctx) -> tuple[Measure, int | None]:
+        path = where(ctx)
+        per = time_python(lambda: text(path), runs=runs(ctx), check=lambda t: check(ctx, t))
+        return Measure(per * 1e3, "in the bench process"), None
+
+    return run
+
+
+def _check_listing(ctx: Ctx, text: str) -> None:
+    n = len(text.splitlines())
+    _expect("Python listing", n == ctx.spec.listing_entries, f"{n} entries")
+
+
+def _check_tree(ctx: Ctx, text: str) -> None:
+    n = text.count('"type": "file"')
+    _expect("Python tree", n == ctx.spec.n_tree_files, f"{n} files")
+
+
+PY_LISTING = Limit(
+    "Python scandir+sort+format",
+    _python_limit(listing_text, lambda c: c.p("listing"), lambda c: c.n_list, _check_listing),
+)
+PY_TREE = Limit(
+    "Python hand-rolled JSON",
+    _python_limit(tree_text, lambda c: c.p("tree"), lambda c: c.n_walk, _check_tree),
+    1.5,
+)
 
 
 WORKLOADS: list[Workload] = [
@@ -650,13 +783,13 @@ WORKLOADS: list[Workload] = [
     Workload("read_seq", "read_text_file 1 KiB, sequential", "calls/s", w_read_seq),
     Workload("read_pipe", "read_text_file 1 KiB, 32 in flight", "calls/s", w_read_pipe),
     Workload("file_info", "get_file_info, sequential", "calls/s", w_file_info),
-    Workload("list", "list_directory, 1,000 entries", "ms", w_list),
+    Workload("list", "list_directory, 1,000 entries", "ms", w_list, limits=(PY_LISTING,)),
     Workload("list_sizes", "list_directory_with_sizes, 1,000 entries", "ms", w_list_sizes),
     Workload("list_top", "list_directory, big tree's top (50 dirs)", "ms", w_list_top),
     Workload("info_10m", "get_file_info, 10 MiB file", "ms", w_info_big),
     Workload("info_dir", "get_file_info, big tree's top dir", "ms", w_info_dir),
-    Workload("tree", "directory_tree, big tree", "ms", w_tree),
-    Workload("search", "search_files **/*.py, big tree", "ms", w_search),
+    Workload("tree", "directory_tree, big tree", "ms", w_tree, limits=(PY_TREE, FIND_TREE)),
+    Workload("search", "search_files **/*.py, big tree", "ms", w_search, limits=(FIND_PY,)),
     Workload("read_multi", "read_multiple_files, 100 x 1 KiB", "ms", w_read_multi),
     Workload("head", "read_text_file head=10, huge file", "ms", w_head),
     Workload("tail", "read_text_file tail=10, huge file", "ms", w_tail),
@@ -670,13 +803,22 @@ WORKLOADS: list[Workload] = [
         w_edit,
         before=lambda ctx: restore_edit_file(ctx.root),
     ),
-    Workload(
-        "grep",
-        "grep_files (ref column: grep -rn), big tree",
-        "ms",
-        w_grep,
-        tool="grep_files",
-        external=grep_external,
+    *(
+        Workload(
+            key,
+            f"grep_files {what}",
+            "ms",
+            grep_workload(case),
+            tool="grep_files",
+            sfs_only=True,
+            limits=grep_limits(case),
+        )
+        for key, what, case in (
+            ("grep", "literal, big tree", TREE_LITERAL),
+            ("grep_re", "regex (RE2), big tree", TREE_REGEX),
+            ("grep_huge", "literal, huge file", HUGE_LITERAL),
+            ("grep_huge_re", "regex (RE2), huge file", HUGE_REGEX),
+        )
     ),
 ]
 
@@ -787,12 +929,6 @@ class Runner:
     def run_one(self, wl: Workload, server: str, rep: int, results: Results) -> None:
         if wl.before:
             wl.before(self.ctx)
-        if server != SFS and wl.external is not None:
-            measure, peak = wl.external(self.ctx)
-            results.add(wl.key, server, Sample(measure.value, peak, None, measure.detail))
-            value = fmt_value(measure.value, wl.unit)
-            log(f"  {wl.key:<12} {'(external)':<15} {value:>10} {wl.unit}  {measure.detail}")
-            return
         conn = self.spawn(server, wl.key, stateless=wl.stateless)
         profiler = None
         idle = None
@@ -815,9 +951,25 @@ class Runner:
             f"  peak RSS {fmt_mib(hwm)} MiB{extra}  {measure.detail}"
         )
 
+    def run_limit(self, wl: Workload, limit: Limit, results: Results) -> None:
+        key = (wl.key, limit_key(limit))
+        if key in results.failed:
+            return
+        try:
+            measure, peak = limit.run(self.ctx)
+        except BenchError as exc:
+            results.failed[key] = str(exc)
+            log(f"  {wl.key:<12} {'limit':<15} FAILED: {exc}")
+            return
+        results.add(*key, Sample(measure.value, peak, None, measure.detail))
+        rss = f"  peak RSS {fmt_mib(peak)} MiB" if peak else ""
+        log(
+            f"  {wl.key:<12} {'limit':<15} {fmt_value(measure.value, wl.unit):>10} {wl.unit}"
+            f"{rss}  {limit.name}: {measure.detail}"
+        )
+
     def run(self, workloads: list[Workload], results: Results) -> None:
         servers = [s for s in SERVERS if s in self.args.servers]
-        refs = [s for s in servers if s != SFS]
         if SFS in servers:  # which tools does this sandboxfs serve?
             probe = self.spawn(SFS, "probe")
             tools = probe.tools
@@ -834,8 +986,8 @@ class Runner:
                 for server in order:
                     if (wl.key, server) in results.failed or (wl.key, server) in results.na:
                         continue
-                    if wl.external is not None and server != SFS and server != refs[0]:
-                        continue  # one external run serves every reference column
+                    if wl.sfs_only and server != SFS:
+                        continue  # the reference has no such tool
                     try:
                         self.run_one(wl, server, rep, results)
                     except Unsupported as exc:
@@ -844,6 +996,9 @@ class Runner:
                     except BenchError as exc:
                         results.failed[(wl.key, server)] = str(exc)
                         log(f"  {wl.key:<12} {server:<15} FAILED: {exc}")
+                if not self.args.no_limits:
+                    for limit in wl.limits:
+                        self.run_limit(wl, limit, results)
 
 
 # --------------------------------------------------------------------------------------
@@ -888,14 +1043,6 @@ class Footnotes:
         return f"[{self.notes.index(text) + 1}]"
 
 
-def sample_source(wl: Workload, server: str, servers: list[str]) -> str:
-    """Whose samples fill a server's column: an external comparison (grep -rn) runs once,
-    under the first reference, and fills every reference column."""
-    if wl.external is not None and server != SFS:
-        return next(s for s in servers if s != SFS)
-    return server
-
-
 def value_cell(v: float | None, unit: str) -> str:
     return "-" if v is None else fmt_value(v, unit)
 
@@ -928,6 +1075,12 @@ def table_head(servers: list[str]) -> tuple[str, ...]:
     )
 
 
+def no_tool_cell(notes: Footnotes) -> str:
+    return "- " + notes.mark(
+        "sandboxfs only (the reference has no such tool): see its limit rows below"
+    )
+
+
 def table_row(
     wl: Workload, results: Results, servers: list[str], notes: Footnotes
 ) -> tuple[str, ...]:
@@ -937,11 +1090,11 @@ def table_row(
         cells = [f"skipped {mark}" if s == SFS else "" for s in servers]
         return (wl.title, "", *cells, *[""] * (width - 2 - len(cells)))
     refs = [s for s in servers if s != SFS]
-    source = {s: sample_source(wl, s, servers) for s in servers}
-    samples = {s: results.samples.get((wl.key, source[s]), []) for s in servers}
+    samples = {s: results.samples.get((wl.key, s), []) for s in servers}
     med = {s: median(x.value for x in samples[s]) for s in servers}
     values = [
-        status_cell(wl.key, source[s], results, notes) or value_cell(med[s], wl.unit)
+        status_cell(wl.key, s, results, notes)
+        or (no_tool_cell(notes) if wl.sfs_only and s != SFS else value_cell(med[s], wl.unit))
         for s in servers
     ]
     ratios = [ratio(med[SFS], med[r], wl.higher_better) for r in refs] if SFS in servers else []
@@ -1014,9 +1167,89 @@ def render_table(workloads: list[Workload], results: Results, reps: int, servers
         "spread = half the range of the repetitions relative to the median.",
         "peak RSS = VmHWM (MiB) of a fresh server process at the end of the workload "
         "(startup included); idle RSS = VmRSS after startup + idle wait.",
-        "grep_files has no counterpart in the reference: its reference column is the "
-        "external `grep -rn` on the same tree (peak RSS: grep's)"
-        + ("; one run fills every reference column." if len(refs) > 1 else "."),
+    ]
+    if notes.notes:
+        out.append("")
+        out += [f"[{i}] {text}" for i, text in enumerate(notes.notes, 1)]
+    return "\n".join(out)
+
+
+def target_cell(limit: Limit, r: float | None) -> str:
+    if limit.target is None:
+        return ""
+    verdict = "-" if r is None else ("met" if r <= limit.target else "missed")
+    return f"<= {limit.target:g}x{' (stretch)' if limit.stretch else ''}: {verdict}"
+
+
+def render_limits(workloads: list[Workload], results: Results, servers: list[str]) -> str:
+    """The limit rows: per workload, sandboxfs and the references beside each limit (the
+    same work without MCP, in the same run), and how many times the limit's time each took."""
+    refs = [s for s in servers if s != SFS]
+    head = (
+        "workload",
+        "unit",
+        *servers,
+        "limit (same run)",
+        "limit",
+        *(f"{SHORT[s]} / limit" for s in servers),
+        "target (sfs / limit)",
+        "peak RSS limit",
+    )
+    notes = Footnotes()
+    rows: list[tuple[str, ...]] = []
+    for wl in workloads:
+        if not wl.limits or wl.key in results.skipped:
+            continue
+        med = {s: median(x.value for x in results.samples.get((wl.key, s), [])) for s in servers}
+        values = [
+            status_cell(wl.key, s, results, notes)
+            or ("-" if wl.sfs_only and s != SFS else value_cell(med[s], wl.unit))
+            for s in servers
+        ]
+        for i, limit in enumerate(wl.limits):
+            key = limit_key(limit)
+            samples = results.samples.get((wl.key, key), [])
+            lim = median(x.value for x in samples)
+            cell = status_cell(wl.key, key, results, notes) or value_cell(lim, wl.unit)
+            ratios = [
+                "-" if wl.sfs_only and s != SFS else ratio(lim, med[s], wl.higher_better)
+                for s in servers
+            ]
+            ours = None if SFS not in servers or not (lim and med[SFS]) else med[SFS] / lim
+            rows.append(
+                (
+                    wl.title if i == 0 else "",
+                    wl.unit if i == 0 else "",
+                    *(values if i == 0 else [""] * len(servers)),
+                    limit.name,
+                    cell,
+                    *ratios,
+                    target_cell(limit, ours),
+                    fmt_mib(median(x.hwm_kib for x in samples)),
+                )
+            )
+    if not rows:
+        return ""
+    widths = [max(len(r[i]) for r in [*rows, head]) for i in range(len(head))]
+
+    def line(r: tuple[str, ...]) -> str:
+        left = {0, 1, len(servers) + 2, len(head) - 2}
+        cells = (
+            c.ljust(w) if i in left else c.rjust(w)
+            for i, (c, w) in enumerate(zip(r, widths, strict=True))
+        )
+        return "| " + " | ".join(cells) + " |"
+
+    out = [line(head), "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
+    out += [line(r) for r in rows]
+    out += [
+        "",
+        "X / limit = X's time divided by the limit's (1.00x: as fast as the limit; 2.00x: "
+        "twice its time).  A command's time is spawn to exit, its output to a file, after "
+        "one warm-up run;",
+        "a Python limit runs in the bench process (its peak RSS is not shown).  Every limit "
+        "checks its result (lines printed, files in the JSON) like the workload does."
+        + (f"  References: {', '.join(refs)}." if refs else ""),
     ]
     if notes.notes:
         out.append("")
@@ -1124,6 +1357,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
             help=f"command starting {ref.name} (the directory is appended; default: "
             f"{ref.package}, npm-installed into {ref.prefix.relative_to(REPO)})",
         )
+    ap.add_argument(
+        "--no-limits", action="store_true", help="skip the limit rows (find, grep, rg, Python)"
+    )
     ap.add_argument("--json", metavar="FILE", help="also write the raw samples as JSON")
     ap.add_argument("--logs", metavar="DIR", help="keep the servers' stderr logs here")
     ap.add_argument("--profile", metavar="DIR", help="py-spy record each sandboxfs workload")
@@ -1227,6 +1463,10 @@ def report(
     print()
     servers = [s for s in SERVERS if s in args.servers]
     print(render_table(args.workloads, results, args.reps, servers))
+    limits = render_limits(args.workloads, results, servers)
+    if limits:
+        print("\nLimit rows: the same work without MCP, measured in the same run\n")
+        print(limits)
     if results.failed:
         print("\nFailures:")
         for (key, server), msg in results.failed.items():
