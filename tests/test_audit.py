@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import json
 import re
+import signal
 import subprocess
 import sys
+import time
 import xml.etree.ElementTree as ET
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -195,3 +198,68 @@ def test_an_audit_leaves_nothing_behind_unless_asked_for_a_log(tmp_path: Path) -
         assert result.returncode == 0, result.stdout + result.stderr
         assert list(work.iterdir()) == []
     assert (tmp_path / "server.log").read_text().startswith("$ ")
+
+
+HUNG_SERVER = """
+import os, signal, sys, threading
+from mcp.server.mcpserver import MCPServer
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+app = MCPServer("hung")
+
+@app.tool()
+def read_text_file(path: str) -> str:
+    # Never answers, ignores SIGTERM, and cannot end at end of input (a thread that
+    # is not a daemon waits for ever): only SIGKILL ends this server.
+    threading.Thread(target=threading.Event().wait).start()
+    with open(sys.argv[1], "w") as f:
+        f.write(str(os.getpid()))
+    threading.Event().wait()
+    return ""
+
+app.run()
+"""
+
+
+def _wait_for(condition: Callable[[], bool], what: str, seconds: float = 120) -> None:
+    """Wait until ``condition()`` holds (the deadline only bounds a broken run)."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"still waiting for {what}"
+        time.sleep(0.05)
+
+
+def _ended(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL])
+def test_the_servers_of_an_audit_end_with_it(tmp_path: Path, signum: int) -> None:
+    """An auditor that is terminated (or killed) mid-case leaves no server running,
+    not even one that hangs in a call, ignores SIGTERM and outlives end of input."""
+    script = tmp_path / "hung_server.py"
+    script.write_text(HUNG_SERVER)
+    pidfile = tmp_path / "server.pid"
+    auditor = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "sandboxfs", "audit", "--timeout", "600"),
+            *("--only", "path-syntax/absolute-outside", "--"),
+            *(sys.executable, str(script), str(pidfile), "{root}"),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=server_env(),
+    )
+    try:
+        _wait_for(lambda: pidfile.exists() and pidfile.read_text() != "", "the call to hang")
+        server = int(pidfile.read_text())
+        assert not _ended(server)
+        auditor.send_signal(signum)
+        auditor.wait(timeout=120)
+        _wait_for(lambda: _ended(server), f"server {server} to end after the auditor")
+    finally:
+        auditor.kill()
+        auditor.wait()

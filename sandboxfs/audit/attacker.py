@@ -190,8 +190,17 @@ def main(argv: list[str]) -> int:
     iterations = int(argv[3]) if len(argv) == 4 else 0
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(True))  # before "ready"
+    auditor = os.getppid()
     print("ready", flush=True)
-    tally = attack(argv[0], Path(argv[1]), Path(argv[2]), iterations, lambda: bool(stop))
+    # An auditor that ended without stopping it (killed) leaves it to its own devices:
+    # it then stops by itself.
+    tally = attack(
+        argv[0],
+        Path(argv[1]),
+        Path(argv[2]),
+        iterations,
+        lambda: bool(stop) or os.getppid() != auditor,
+    )
     print(json.dumps(tally.__dict__), flush=True)
     return 0
 

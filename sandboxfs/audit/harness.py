@@ -30,6 +30,8 @@ from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 
+from sandboxfs.audit import leash
+
 Era = Literal["2025", "2026"]
 #: Size of the canary files: distinctive, so a reported size is recognisable.
 CANARY_SIZE: Final = 7919
@@ -171,7 +173,8 @@ async def connect(
     ``log`` (appended), or nowhere."""
     argv = _server_argv(command, root)
     environment = {k: v for k, v in os.environ.items() if not k.startswith("SANDBOXFS_TEST_")}
-    params = StdioServerParameters(command=argv[0], args=argv[1:], env=environment)
+    leashed = leash.command(argv)  # it must not outlive the auditor
+    params = StdioServerParameters(command=leashed[0], args=leashed[1:], env=environment)
     with (log or Path(os.devnull)).open("a") as errlog:
         errlog.write(f"$ {shlex.join(argv)}\n")
         errlog.flush()

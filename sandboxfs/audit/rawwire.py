@@ -18,6 +18,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any, Final, Literal
 
+from sandboxfs.audit import leash
+
 Era = Literal["2025", "2026"]
 
 MODERN_META: Final = {
@@ -56,7 +58,7 @@ class RawServer:
 
     def __init__(self, argv: Sequence[str], env: dict[str, str]) -> None:
         self.process = subprocess.Popen(
-            list(argv),
+            leash.command(argv),  # it must not outlive the auditor
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
