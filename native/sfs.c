@@ -4,7 +4,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <dirent.h>
 #include <malloc.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -175,4 +177,146 @@ int sfs_landlock_restrict_self(int ruleset_fd)
 int sfs_set_mmap_threshold(int bytes)
 {
     return mallopt(M_MMAP_THRESHOLD, bytes) == 1 ? 0 : -EINVAL;
+}
+
+/* One entry of sfs_read_dir while it is being collected. */
+struct sfs_dir_entry {
+    const char *name;
+    size_t length;
+    char kind;
+};
+
+static int compare_entries(const void *a, const void *b)
+{
+    return strcmp(((const struct sfs_dir_entry *)a)->name,
+                  ((const struct sfs_dir_entry *)b)->name);
+}
+
+static char kind_of_mode(mode_t mode)
+{
+    if (S_ISREG(mode))
+        return 'f';
+    if (S_ISDIR(mode))
+        return 'd';
+    if (S_ISLNK(mode))
+        return 'l';
+    return 'o';
+}
+
+/* The kernel's struct linux_dirent64. */
+struct sfs_dirent64 {
+    uint64_t d_ino;
+    int64_t d_off;
+    unsigned short d_reclen;
+    unsigned char d_type;
+    char d_name[];
+};
+
+/* Invariant: every record written is one leaf name (non-empty, no '/', not "." or
+ * "..", as the kernel returned it) and a kind letter; records are in strcmp order;
+ * no descriptor is created and no name is opened. */
+int64_t sfs_read_dir(int dirfd, char **out)
+{
+    size_t raw_size = 0, raw_capacity = 64 * 1024;
+    char *raw = malloc(raw_capacity);
+    struct sfs_dir_entry *entries = NULL;
+    size_t count = 0, total = 0;
+    int64_t result;
+    *out = NULL;
+    if (raw == NULL)
+        return -ENOMEM;
+    if (lseek(dirfd, 0, SEEK_SET) < 0) {
+        result = -errno;
+        goto done;
+    }
+    for (;;) { /* the whole directory's records, in as many getdents64 calls as it takes */
+        if (raw_capacity - raw_size < 32 * 1024) {
+            char *bigger = realloc(raw, raw_capacity * 2);
+            if (bigger == NULL) {
+                result = -ENOMEM;
+                goto done;
+            }
+            raw = bigger;
+            raw_capacity *= 2;
+        }
+        long n = syscall(SYS_getdents64, dirfd, raw + raw_size, raw_capacity - raw_size);
+        if (n < 0) {
+            result = -errno;
+            goto done;
+        }
+        if (n == 0)
+            break;
+        raw_size += (size_t)n;
+    }
+    size_t capacity = 0;
+    for (size_t at = 0; at < raw_size;) {
+        struct sfs_dirent64 *d = (struct sfs_dirent64 *)(raw + at);
+        at += d->d_reclen;
+        const char *name = d->d_name;
+        if (name[0] == '\0' || strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
+            continue;
+        char kind;
+        switch (d->d_type) {
+        case DT_REG: kind = 'f'; break;
+        case DT_DIR: kind = 'd'; break;
+        case DT_LNK: kind = 'l'; break;
+        case DT_UNKNOWN: {
+            struct stat st;
+            if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+                if (errno == ENOENT)
+                    continue; /* removed meanwhile */
+                result = -errno;
+                goto done;
+            }
+            kind = kind_of_mode(st.st_mode);
+            break;
+        }
+        default: kind = 'o'; break;
+        }
+        if (count == capacity) {
+            size_t more = capacity ? capacity * 2 : 256;
+            struct sfs_dir_entry *grown = realloc(entries, more * sizeof *entries);
+            if (grown == NULL) {
+                result = -ENOMEM;
+                goto done;
+            }
+            entries = grown;
+            capacity = more;
+        }
+        size_t length = strlen(name);
+        entries[count++] = (struct sfs_dir_entry){name, length, kind};
+        total += length + 2;
+    }
+    if (count == 0) {
+        result = 0;
+        goto done;
+    }
+    qsort(entries, count, sizeof *entries, compare_entries);
+    char *buffer = malloc(total);
+    if (buffer == NULL) {
+        result = -ENOMEM;
+        goto done;
+    }
+    char *cursor = buffer;
+    for (size_t i = 0; i < count; i++) {
+        *cursor++ = entries[i].kind;
+        memcpy(cursor, entries[i].name, entries[i].length + 1);
+        cursor += entries[i].length + 1;
+    }
+    *out = buffer;
+    result = (int64_t)total;
+done:
+    if (lseek(dirfd, 0, SEEK_SET) < 0 && result >= 0) {
+        free(*out);
+        *out = NULL;
+        result = -errno;
+    }
+    free(entries);
+    free(raw);
+    return result;
+}
+
+void sfs_free(void *buffer)
+{
+    free(buffer);
 }

@@ -163,7 +163,11 @@ def test_revisions_and_conditional_mutations(tree: Tree, era: Era) -> None:
             assert rev1.startswith("sha256:")
             info = await s.call("get_file_info", path="d/f.txt")
             assert info.structured_content["revision"] == rev1
-            listing = (await s.call("list_directory", path="d")).structured_content["revision"]
+            plain = await s.call("list_directory", path="d")
+            assert plain.structured_content["revision"] is None  # only when asked for
+            listing = (
+                await s.call("list_directory", path="d", withRevision=True)
+            ).structured_content["revision"]
             assert listing.startswith("tree:")
             written = await s.call(
                 "write_file", path="d/f.txt", content="v2", expectedRevision=rev1
@@ -172,7 +176,9 @@ def test_revisions_and_conditional_mutations(tree: Tree, era: Era) -> None:
             stale = await s.error("write_file", path="d/f.txt", content="v3", expectedRevision=rev1)
             assert "Revision mismatch" in stale and "nothing was changed" in stale
             assert await s.text("read_text_file", path="d/f.txt") == "v2"
-            again = (await s.call("list_directory", path="d")).structured_content["revision"]
+            again = (
+                await s.call("list_directory", path="d", withRevision=True)
+            ).structured_content["revision"]
             assert again != listing  # a change below changes the directory's revision
             assert "Revision mismatch" in await s.error(
                 "edit_file",
@@ -204,7 +210,10 @@ def test_revisions_and_conditional_mutations(tree: Tree, era: Era) -> None:
                 "copy_file", source="d/g.txt", destination="d/h.txt", expectedRevision=rev3
             )
             assert copied.structured_content["revision"] == rev3
-            tree_rev = (await s.call("get_file_info", path="d")).structured_content["revision"]
+            assert (await s.call("get_file_info", path="d")).structured_content["revision"] is None
+            tree_rev = (
+                await s.call("get_file_info", path="d", withRevision=True)
+            ).structured_content["revision"]
             assert "Revision mismatch" in await s.error(
                 "delete_file", path="d", recursive=True, expectedRevision=listing
             )
@@ -250,13 +259,15 @@ def test_big_trees_are_listed_without_a_revision(tree: Tree) -> None:
 
     async def main() -> None:
         async with session(str(tree.root), "--max-revision-entries", "20") as s:
-            listing = await s.call("list_directory", path="big")
+            listing = await s.call("list_directory", path="big", withRevision=True)
             assert not listing.is_error and listing.structured_content["revision"] is None
             assert len(listing.structured_content["entries"]) == 30
-            info = await s.call("get_file_info", path="big")
+            info = await s.call("get_file_info", path="big", withRevision=True)
             assert info.structured_content["revision"] is None
             assert "revision: not computed (more than 20 entries below)" in info.content[0].text  # type: ignore[union-attr]
-            small = await s.call("list_directory", path="big/d0")
+            plain = await s.call("get_file_info", path="big")
+            assert "revision" not in plain.content[0].text  # type: ignore[union-attr]
+            small = await s.call("list_directory", path="big/d0", withRevision=True)
             assert small.structured_content["revision"].startswith("tree:")
             # A conditional mutation still checks the whole tree (up to the walk limit).
             assert "Revision mismatch" in await s.error(

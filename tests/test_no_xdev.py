@@ -119,13 +119,13 @@ def test_nothing_behind_a_mount_point_is_reached(mounts: Tree, tool: str) -> Non
 
 def test_a_listing_and_its_revision_do_not_see_behind_the_mounts(mounts: Tree) -> None:
     sandbox = mounts.sandbox(no_xdev=True)
-    first = sandbox.list_dir(".", sizes=True)
+    first = sandbox.list_dir(".", sizes=True, tree_revision=True)
     sizes = dict(zip([e.name for e in first.entries], first.sizes or [], strict=True))
     assert sizes["leaf.txt"] is None and sizes["plain.txt"] == len("same mount")
     (mounts.outside / "secret.txt").write_bytes(CANARY + b"changed")
     (mounts.outside / "dir" / MOUNTED_NAME).write_bytes(b"changed too")
     (mounts.outside / "dir" / "new.txt").write_bytes(b"new")
-    assert sandbox.list_dir(".").revision == first.revision
+    assert sandbox.list_dir(".", tree_revision=True).revision == first.revision
     assert sandbox.revision(".") == first.revision
     # Without --no-xdev the mounts are part of the tree, and the revision sees them.
     crossing = mounts.sandbox()

@@ -12,6 +12,8 @@ import shutil
 import signal
 import socket
 import stat
+import subprocess
+import sys
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -201,14 +203,21 @@ def test_list_dir_in_byte_order_without_following(tree: Tree, sandbox: Sandbox) 
     (tree.root / "sub").mkdir()
     (tree.root / "link").symlink_to(tree.outside)
     os.mkfifo(tree.root / "fifo")
-    entries = sandbox.list_dir(str(tree.root)).entries
-    assert [e.name for e in entries] == ["B", "_", "a", "b", "fifo", "link", "sub", "é"]
-    kinds = {e.name: e.kind for e in entries}
-    assert kinds["sub"] == "directory"
-    assert kinds["link"] == "symlink"
-    assert kinds["fifo"] == "other"
-    assert kinds["a"] == "file"
-    assert all(e.lstat is not None for e in entries)
+    os.mkdir(os.path.join(os.fsencode(tree.root), b"\xff-not-utf8"))
+    expected = ["B", "_", "a", "b", "fifo", "link", "sub", "é", "\udcff-not-utf8"]
+    # The plain listing (kinds from the directory, read and sorted in C) and the one
+    # with each entry's lstat (sorted in Python) agree on names, order and kinds.
+    plain = sandbox.list_dir(str(tree.root)).entries
+    stat_ed = sandbox.list_dir(str(tree.root), tree_revision=True).entries
+    for entries in (plain, stat_ed):
+        assert [e.name for e in entries] == expected
+        kinds = {e.name: e.kind for e in entries}
+        assert kinds["sub"] == kinds["\udcff-not-utf8"] == "directory"
+        assert kinds["link"] == "symlink"
+        assert kinds["fifo"] == "other"
+        assert kinds["a"] == "file"
+    assert all(e.lstat is None for e in plain)
+    assert all(e.lstat is not None for e in stat_ed)
 
 
 def test_list_dir_errors(tree: Tree, sandbox: Sandbox) -> None:
@@ -537,7 +546,8 @@ def test_a_listing_and_its_revision_come_from_one_reading(tree: Tree) -> None:
     (tree.root / "d" / "g.txt").write_text("g")
     (tree.root / "d" / "link").symlink_to("g.txt")
     sandbox = Sandbox(tree.sandbox().resolver, Limits(revision_entries=4))
-    entries, revision, _ = sandbox.list_dir("d")
+    assert sandbox.list_dir("d").revision is None  # computed only when asked for
+    entries, revision, _ = sandbox.list_dir("d", tree_revision=True)
     assert [(e.name, e.kind) for e in entries] == [
         ("e", "directory"),
         ("g.txt", "file"),
@@ -546,8 +556,48 @@ def test_a_listing_and_its_revision_come_from_one_reading(tree: Tree) -> None:
     assert all(e.lstat is not None for e in entries)
     assert revision is not None and revision == sandbox.revision("d")
     (tree.root / "d" / "e" / "h.txt").write_text("one too many")
-    assert sandbox.list_dir("d").revision is None  # over the budget
+    assert sandbox.list_dir("d", tree_revision=True).revision is None  # over the budget
     assert sandbox.revision("d") is None
+
+
+def test_a_directory_revision_sees_a_change_four_levels_down_by_another_process(
+    tree: Tree,
+) -> None:
+    deep = tree.root / "a" / "b" / "c" / "d"
+    deep.mkdir(parents=True)
+    (deep / "f.txt").write_text("one")
+    sandbox = tree.sandbox()
+    before = sandbox.list_dir("a", tree_revision=True).revision
+    assert before is not None and before.startswith("tree:")
+    assert before == sandbox.describe("a", tree_revision=True).revision == sandbox.revision("a")
+    # Another process rewrites the file with as many bytes and sets its times back:
+    # only the change time, which no one can set, tells.
+    st = (deep / "f.txt").stat()
+    rewrite = (
+        "import os, sys; path = sys.argv[1]; open(path, 'w').write('two'); "
+        "os.utime(path, ns=(int(sys.argv[2]), int(sys.argv[3])))"
+    )
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            rewrite,
+            str(deep / "f.txt"),
+            str(st.st_atime_ns),
+            str(st.st_mtime_ns),
+        ],
+        check=True,
+    )
+    assert (deep / "f.txt").stat().st_mtime_ns == st.st_mtime_ns
+    after = sandbox.list_dir("a", tree_revision=True).revision
+    assert after is not None and after != before
+    assert sandbox.describe("a", tree_revision=True).revision == after
+    # A conditional removal with the revision from before is refused and changes nothing.
+    with pytest.raises(Conflict):
+        sandbox.remove("a", recursive=True, expected=before)
+    assert (deep / "f.txt").read_text() == "two"
+    sandbox.remove("a", recursive=True, expected=after)
+    assert not (tree.root / "a").exists()
 
 
 def test_a_description_says_what_stat_xattrs_and_revision_say(tree: Tree) -> None:
@@ -561,8 +611,10 @@ def test_a_description_says_what_stat_xattrs_and_revision_say(tree: Tree) -> Non
     (tree.root / "out-missing").symlink_to(tree.outside / "missing.txt")
     (tree.root / "dangling").symlink_to("nowhere")
     sandbox = tree.sandbox()
+    assert sandbox.describe("d").revision is None  # a directory's only when asked for
+    assert sandbox.describe("d/f.txt").revision == sandbox.revision("d/f.txt")
     for path in ("d", "d/f.txt", "d/", "link"):
-        found = sandbox.describe(path)
+        found = sandbox.describe(path, tree_revision=True)
         # (reading a directory for its revision may move its access time)
         assert replace(found.info, atime_ns=0) == replace(sandbox.stat(path), atime_ns=0)
         assert found.revision == sandbox.revision(path)
@@ -656,7 +708,7 @@ def test_a_tree_over_the_budget_is_given_up_before_any_entry_is_stat_ed(
     limits = Limits(revision_entries=50, tree_depth=1)
     sandbox = Sandbox(tree.sandbox().resolver, limits)
     assert sandbox.revision("big") is None  # 62 entries
-    entries, revision, _ = sandbox.list_dir("big")
+    entries, revision, _ = sandbox.list_dir("big", tree_revision=True)
     assert len(entries) == 31 and revision is None
     assert stat_ed == []
     # Within the budget once the depth limit is counted as the description counts it:
@@ -666,7 +718,7 @@ def test_a_tree_over_the_budget_is_given_up_before_any_entry_is_stat_ed(
     revision = sandbox.revision("big")
     assert revision is not None and stat_ed
     assert revision == tree_revision(iter(_described(tree.root / "big", max_slashes=1)))
-    assert sandbox.list_dir("big").revision == revision
+    assert sandbox.list_dir("big", tree_revision=True).revision == revision
 
 
 # -- appending ----------------------------------------------------------------------

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import os
+import sys
 from dataclasses import dataclass
 from typing import Final, final
 
@@ -59,6 +60,30 @@ def renameat2(
 def link_fd(fd: int, newdirfd: int, newname: str | bytes) -> None:
     """``linkat(fd, "", newdirfd, newname, AT_EMPTY_PATH)``: name an ``O_TMPFILE`` file."""
     _check(lib.sfs_link_fd(fd, newdirfd, _path_bytes(newname)))
+
+
+_FS_ENCODING: Final = sys.getfilesystemencoding()
+_FS_ERRORS: Final = sys.getfilesystemencodeerrors()
+
+
+def read_dir(fd: int) -> list[str]:
+    """The entries of the directory open at ``fd`` (not ``.`` or ``..``) as
+    ``<kind><name>`` strings in byte order of their names, ``<kind>`` one of ``f``
+    (regular file), ``d`` (directory), ``l`` (symlink), ``o`` (other); names decoded
+    as :func:`os.fsdecode` decodes them.  Nothing is opened or followed; the
+    descriptor's offset is left at the start.  One call into C (the GIL released):
+    no Python object per entry until the names are split."""
+    out = ffi.new("char **")
+    size = _check(lib.sfs_read_dir(fd, out))
+    if size == 0:
+        return []
+    try:
+        raw = ffi.unpack(out[0], size)
+    finally:
+        lib.sfs_free(out[0])
+    # NUL and the kind letters are ASCII, so decoding the whole buffer at once is
+    # decoding each name on its own.
+    return raw[:-1].decode(_FS_ENCODING, _FS_ERRORS).split("\0")
 
 
 @final
@@ -215,3 +240,110 @@ def set_mmap_threshold(size: int) -> None:
     """Map allocations of at least ``size`` bytes on their own, so a big buffer's
     memory goes back to the kernel when it is freed (glibc ``M_MMAP_THRESHOLD``)."""
     _check(lib.sfs_set_mmap_threshold(size))
+
+
+# -- grep's batch helpers (native/scan.h) ------------------------------------------------
+
+#: What :func:`read_leaves` found for one name (see native/scan.h).
+LEAF_GONE: Final = lib.SFS_LEAF_GONE
+LEAF_TEXT: Final = lib.SFS_LEAF_TEXT
+LEAF_BINARY: Final = lib.SFS_LEAF_BINARY
+LEAF_SEARCH: Final = lib.SFS_LEAF_SEARCH
+LEAF_LATER: Final = lib.SFS_LEAF_LATER
+
+
+@final
+class LeafBatch:
+    """The buffers one :func:`read_leaves` call fills: an arena of ``arena_len`` bytes
+    for the files kept, and a result for each of up to ``slots`` names.  Results are
+    valid until the next call with the same batch; one thread uses a batch at a time."""
+
+    __slots__ = ("_arena", "_errors", "_kinds", "_spans", "arena_len", "slots", "spans", "view")
+
+    def __init__(self, arena_len: int, slots: int) -> None:
+        if arena_len < 1 or slots < 1:
+            raise ValueError("a batch needs an arena and at least one slot")
+        self._arena = ffi.new("char[]", arena_len)
+        self._kinds = ffi.new("uint8_t[]", slots)
+        self._spans = ffi.new("int64_t[]", 2 * slots)
+        self._errors = ffi.new("int32_t[]", slots)
+        self.arena_len = arena_len
+        self.slots = slots
+        #: The arena (read-only): the bytes of name ``i`` are ``view[spans[2i]:][:spans[2i+1]]``.
+        self.view = memoryview(ffi.buffer(self._arena)).toreadonly()
+        #: Offset and length in the arena of each name kept (``LEAF_SEARCH``), else 0, 0.
+        self.spans = memoryview(ffi.buffer(self._spans)).cast("q")
+
+    def kinds(self, count: int) -> bytes:
+        """The kinds (``LEAF_*``) of the first ``count`` names of the last call."""
+        return ffi.buffer(self._kinds, min(count, self.slots))[:]
+
+    def error(self, index: int) -> int:
+        """The errno of name ``index`` (``LEAF_GONE``, ``LEAF_LATER``), or 0."""
+        if not 0 <= index < self.slots:
+            raise IndexError(index)
+        return int(self._errors[index])
+
+
+def read_leaves(
+    batch: LeafBatch,
+    dirfd: int,
+    names: bytes,
+    flags: int,
+    *,
+    resolve: int,
+    retries: int,
+    block: int,
+    probe: int,
+    needle: bytes = b"",
+) -> int:
+    """``sfs_read_leaves`` (native/scan.h): open (``flags`` plus ``O_CLOEXEC |
+    O_NOFOLLOW | O_NONBLOCK | O_NOCTTY``, ``resolve``), check and read the regular
+    files named by ``names`` (leaf names, each ended by a NUL) beneath ``dirfd``, in
+    one call with the GIL released.  Returns how many names the batch now describes
+    (call again with the rest); ValueError for a name that is not a leaf name."""
+    if needle and b"\0" in needle[:0]:
+        raise AssertionError("unreachable")
+    rc = lib.sfs_read_leaves(
+        dirfd,
+        names,
+        len(names),
+        flags,
+        resolve,
+        retries,
+        block,
+        probe,
+        needle,
+        len(needle),
+        batch._arena,
+        batch.arena_len,
+        batch._kinds,
+        batch._spans,
+        batch._errors,
+        batch.slots,
+    )
+    if rc == -errno.EINVAL:
+        raise ValueError("read_leaves: flags other than reading, or a name that is not a leaf")
+    return _check(rc)
+
+
+def _span(buffer: bytes | bytearray | memoryview, start: int, end: int) -> tuple[object, int]:
+    """A C pointer to ``buffer[start:end]`` and its length, bounds checked."""
+    if not 0 <= start <= end <= len(buffer):
+        raise ValueError(f"span {start}:{end} outside a buffer of {len(buffer)} bytes")
+    return ffi.from_buffer(buffer) + start, end - start
+
+
+def find(buffer: bytes | bytearray | memoryview, needle: bytes, start: int, end: int) -> int:
+    """``buffer.find(needle, start, end)`` in C (rare-byte ``memchr``, linear at worst)."""
+    pointer, length = _span(buffer, start, end)
+    at = lib.sfs_find(pointer, length, needle, len(needle))
+    return at + start if at >= 0 else -1
+
+
+def count_byte(buffer: bytes | bytearray | memoryview, byte: int, start: int, end: int) -> int:
+    """``buffer.count(bytes([byte]), start, end)`` in C (vectorized)."""
+    if not 0 <= byte <= 255:
+        raise ValueError("not a byte")
+    pointer, length = _span(buffer, start, end)
+    return int(lib.sfs_count_byte(pointer, length, byte))

@@ -309,6 +309,11 @@ class Directory:
         """This directory opened for reading, so that ``fsync`` can flush its entries."""
         return self.confinement.open(self.fd, ".", os.O_RDONLY | os.O_DIRECTORY, exact=True)
 
+    def entries(self) -> list[str]:
+        """The entries of this (readable) directory as ``<kind><name>`` in byte order
+        of their names (see :func:`sandboxfs.binding.syscalls.read_dir`)."""
+        return syscalls.read_dir(self.fd)
+
     def scandir(self) -> os.ScandirIterator[str]:  # type: ignore[name-defined]
         """The entries of this (readable) directory, as ``os.scandir`` gives them
         (use it as a context manager)."""

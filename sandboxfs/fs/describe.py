@@ -47,12 +47,14 @@ class Description(NamedTuple):
         return self.is_symlink and not self.target_inside
 
 
-def describe(ctx: FsContext, path: str) -> Description:
-    """Describe ``path`` (a final symlink is followed only if it stays inside)."""
+def describe(ctx: FsContext, path: str, *, tree_revision: bool = False) -> Description:
+    """Describe ``path`` (a final symlink is followed only if it stays inside).  A
+    file's revision is always given; a directory's (which describes everything
+    below it, a ``stat`` per entry) only with ``tree_revision``."""
     resolver = ctx.resolver
     with resolver.resolve(path, follow=False) as entry, ctx.watch.step(path):
         if not entry.is_symlink:
-            return _described(ctx, entry)
+            return _described(ctx, entry, tree_revision)
         text = entry.readlink()
         base = resolver.canonical_handle(entry).parent
         try:
@@ -64,11 +66,11 @@ def describe(ctx: FsContext, path: str) -> Description:
                 entry.statx(), is_symlink=True, link_text=text, target_described=False
             )
         with target:
-            found = _described(ctx, target)
+            found = _described(ctx, target, tree_revision)
         return found._replace(is_symlink=True, link_text=text)
 
 
-def _described(ctx: FsContext, handle: Handle) -> Description:
+def _described(ctx: FsContext, handle: Handle, tree_revision: bool) -> Description:
     """The object of ``handle``: ``statx``, and for a regular file or directory its
     extended attributes and revision, read through a reopened descriptor (none
     when it cannot be opened for reading)."""
@@ -84,6 +86,8 @@ def _described(ctx: FsContext, handle: Handle) -> Description:
         attributes = read_xattrs(fd)
         directory = None
         if stat.S_ISDIR(opened.st_mode):
+            if not tree_revision:
+                return Description(info, xattrs=attributes)
             directory = Directory(
                 fd, handle.location, handle.path, handle.confinement, readable=True
             )

@@ -14,8 +14,9 @@ from sandboxfs.fs.trees import TooManyEntries, tree_revision_below
 
 @final
 class Listing(NamedTuple):
-    """A directory's entries (with their ``lstat``) in byte order, and its revision
-    (None above the revision budget)."""
+    """A directory's entries in byte order (with their ``lstat`` when sizes or the
+    revision were asked for), and its revision (None when not asked for, or above
+    the revision budget)."""
 
     entries: list[Entry]
     revision: str | None
@@ -24,16 +25,23 @@ class Listing(NamedTuple):
     sizes: list[int | None] | None = None
 
 
-def list_dir(ctx: FsContext, path: str, *, sizes: bool = False) -> Listing:
-    """The listing of the directory ``path`` (symlinks inside followed to it)."""
+def list_dir(
+    ctx: FsContext, path: str, *, sizes: bool = False, tree_revision: bool = False
+) -> Listing:
+    """The listing of the directory ``path`` (symlinks inside followed to it).  Its
+    entries are classified by the type the directory records (no ``stat``) unless
+    ``sizes`` or ``tree_revision`` need each entry's ``lstat``; the revision, which
+    describes everything below, is computed only with ``tree_revision``."""
     with ctx.resolver.open_directory(path) as directory, ctx.watch.step(path):
-        entries = read_entries(directory, with_stat=True)
-        try:
-            revision: str | None = tree_revision_below(
-                ctx, directory, path, ctx.limits.revision_entries, entries
-            )
-        except TooManyEntries:
-            revision = None
+        entries = read_entries(directory, with_stat=sizes or tree_revision)
+        revision: str | None = None
+        if tree_revision:
+            try:
+                revision = tree_revision_below(
+                    ctx, directory, path, ctx.limits.revision_entries, entries
+                )
+            except TooManyEntries:
+                revision = None
         shown = _sizes(ctx, directory, path, entries) if sizes else None
         return Listing(entries, revision, shown)
 

@@ -2,9 +2,11 @@
 
 * A file's revision is ``sha256:`` + the SHA-256 of its bytes.
 * A directory's revision is ``tree:`` + the SHA-256 of a sorted description of
-  every entry below it (relative path, type, size, modification time, and a
-  symlink's target text), so any change below changes it.  It costs a ``stat``
-  per entry, so reads give it only for trees within a budget.
+  every entry below it (relative path, type, size, modification and change
+  times, and a symlink's target text), so any change below changes it, even a
+  rewrite that keeps the size and sets the modification time back (the change
+  time cannot be set back).  It costs a ``stat`` per entry, so reads give it only
+  when asked for, and only for trees within a budget.
 * A path with nothing there has the revision ``absent``.
 
 Reads may take a file's revision from a :class:`RevisionCache`, keyed by what
@@ -164,7 +166,7 @@ def describe_entry(relative: str, kind: str, st: os.stat_result | None, target: 
     if st is None:
         return f"{relative}\0{kind}\0\0\0{target}"
     size = st.st_size if kind != "directory" else 0
-    return f"{relative}\0{kind}\0{size}\0{st.st_mtime_ns}\0{target}"
+    return f"{relative}\0{kind}\0{size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\0{target}"
 
 
 def check(expected: str | None, current: str, path: str) -> None:

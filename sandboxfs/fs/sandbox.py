@@ -123,15 +123,18 @@ class Sandbox:
             return handle.statx()
 
     @operation(ENTRY)
-    def describe(self, path: str, /) -> Description:
-        """What get_file_info reports of ``path``, from one resolution of it."""
-        return describing.describe(self.ctx, path)
+    def describe(self, path: str, /, *, tree_revision: bool = False) -> Description:
+        """What get_file_info reports of ``path``, from one resolution of it (a
+        directory's revision only with ``tree_revision``)."""
+        return describing.describe(self.ctx, path, tree_revision=tree_revision)
 
     @operation(FOLLOW)
-    def list_dir(self, path: str, /, *, sizes: bool = False) -> Listing:
-        """The entries of the directory ``path`` in byte order, with their ``lstat``,
-        its revision, and with ``sizes`` each entry's size, from one reading of it."""
-        return listings.list_dir(self.ctx, path, sizes=sizes)
+    def list_dir(
+        self, path: str, /, *, sizes: bool = False, tree_revision: bool = False
+    ) -> Listing:
+        """The entries of the directory ``path`` in byte order, with ``sizes`` each
+        entry's size, and with ``tree_revision`` its revision, from one reading of it."""
+        return listings.list_dir(self.ctx, path, sizes=sizes, tree_revision=tree_revision)
 
     @operation(FOLLOW)
     def revision(self, path: str, /, *, fresh: bool = False) -> str | None:

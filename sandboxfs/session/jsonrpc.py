@@ -76,8 +76,9 @@ def error_message(request_id: Any, code: int, message: str, data: Any = None) ->
 
 
 def encode(message: dict[str, Any]) -> bytes:
-    """A message as compact JSON.  Never raises: strings JSON cannot carry (lone
-    surrogates from a client's text or an undecodable name) become U+FFFD."""
+    """A message as compact JSON.  Never raises: strings JSON cannot carry become
+    U+FFFD (the bytes of a name that were not UTF-8, as a UTF-8 decoder replaces
+    them; any other lone surrogate, one for one)."""
     try:
         return pydantic_core.to_json(message)
     except (pydantic_core.PydanticSerializationError, ValueError):
@@ -88,9 +89,18 @@ def encode(message: dict[str, Any]) -> bytes:
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")
 
 
+def _cleaned_text(value: str) -> str:
+    if _SURROGATE.search(value) is None:
+        return value
+    try:  # bytes of a name that were not UTF-8: decoded as UTF-8 decodes them
+        return value.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    except UnicodeEncodeError:  # a lone surrogate that stands for no byte
+        return _SURROGATE.sub("\ufffd", value)
+
+
 def _cleaned(value: Any) -> Any:
     if isinstance(value, str):
-        return _SURROGATE.sub("\ufffd", value)
+        return _cleaned_text(value)
     if isinstance(value, dict):
         return {_cleaned(k): _cleaned(v) for k, v in value.items()}
     if isinstance(value, list | tuple):

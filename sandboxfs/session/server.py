@@ -18,7 +18,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar, final
 
-import pydantic_core
 import trio
 
 from sandboxfs import __version__
@@ -69,32 +68,18 @@ def clean_text(text: str) -> str:
 
 
 def _clean_json(value: dict[str, Any]) -> dict[str, Any]:
-    """A structured result with every string (keys too) safe for JSON.
-
-    Top-level strings (a whole file's text) are checked in place, without a copy.
-    Anything nested is checked by one ``pydantic_core.to_json``, which refuses lone
-    surrogates: a 1,000-entry listing costs 0.3 ms instead of ~4 ms string by string.
-    """
-    nested = {k: v for k, v in value.items() if not isinstance(v, str)}
+    """A structured result whose top-level strings (a whole file's text) are safe for
+    JSON, checked in place without a copy.  Anything nested is left to
+    :func:`sandboxfs.session.jsonrpc.encode`, which cleans it the same way only when
+    it cannot be encoded: a clean answer is serialized once, not twice."""
     clean = all(clean_text(k) is k for k in value) and all(
         clean_text(v) is v for v in value.values() if isinstance(v, str)
     )
-    if clean and nested:
-        try:
-            pydantic_core.to_json(nested)
-        except pydantic_core.PydanticSerializationError:
-            clean = False
-    return value if clean else _clean_each(value)
+    return value if clean else {clean_text(k): _clean_top(v) for k, v in value.items()}
 
 
-def _clean_each(value: Any) -> Any:
-    if isinstance(value, str):
-        return clean_text(value)
-    if isinstance(value, dict):
-        return {clean_text(k): _clean_each(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_clean_each(v) for v in value]
-    return value
+def _clean_top(value: Any) -> Any:
+    return clean_text(value) if isinstance(value, str) else value
 
 
 def _argument_problems(schema: dict[str, Any], arguments: dict[str, Any]) -> str:

@@ -21,8 +21,8 @@ from sandboxfs.tools.format import format_size, iso_time
 from sandboxfs.tools.spec import READ_ONLY, CallContext, Param, ToolResult, ToolSpec, path_param
 
 
-def list_directory(ctx: CallContext, /, path: str) -> ToolResult:
-    listing = ctx.sandbox.list_dir(path)
+def list_directory(ctx: CallContext, /, path: str, *, withRevision: bool = False) -> ToolResult:
+    listing = ctx.sandbox.list_dir(path, tree_revision=withRevision)
     entries = listing.entries
     names = [e.name for e in entries]
     text = "\n".join(
@@ -43,9 +43,9 @@ def list_directory(ctx: CallContext, /, path: str) -> ToolResult:
 
 
 def list_directory_with_sizes(
-    ctx: CallContext, /, path: str, *, sortBy: str = "name"
+    ctx: CallContext, /, path: str, *, sortBy: str = "name", withRevision: bool = False
 ) -> ToolResult:
-    listing = ctx.sandbox.list_dir(path, sizes=True)
+    listing = ctx.sandbox.list_dir(path, sizes=True, tree_revision=withRevision)
     assert listing.sizes is not None
     rows = list(zip(listing.entries, listing.sizes, strict=True))
     if sortBy == "size":
@@ -114,8 +114,8 @@ def _link_fields(found: Description) -> dict[str, Any]:
     return {"isSymlink": True, "symlinkTarget": text, "symlinkTargetInside": True}
 
 
-def get_file_info(ctx: CallContext, /, path: str) -> ToolResult:
-    found = ctx.sandbox.describe(path)
+def get_file_info(ctx: CallContext, /, path: str, *, withRevision: bool = False) -> ToolResult:
+    found = ctx.sandbox.describe(path, tree_revision=withRevision)
     info = found.info
     fields: dict[str, Any] = {
         # A symlink leading outside: its own size is the length of an outside path.
@@ -138,13 +138,24 @@ def get_file_info(ctx: CallContext, /, path: str) -> ToolResult:
     revision = found.revision
     if revision is not None:
         lines.append(f"revision: {revision}")
-    elif found.target_described and stat.S_ISDIR(info.mode):
+    elif withRevision and found.target_described and stat.S_ISDIR(info.mode):
         lines.append(
             f"revision: not computed (more than {ctx.limits.revision_entries} entries below)"
         )
     return ToolResult(
         text="\n".join(lines),
         structured={"path": path, **fields, "xattrs": xattrs, "revision": revision},
+    )
+
+
+def _with_revision(what: str) -> Param:
+    return Param(
+        "withRevision",
+        {"type": "boolean", "default": False},
+        f"Also return {what} revision in structuredContent, to pass back as "
+        "expectedRevision. A directory's revision describes everything below it (a stat "
+        "per entry), so it is computed only when asked for, and only for trees within the "
+        "server's revision budget.",
     )
 
 
@@ -162,7 +173,7 @@ LIST_DIRECTORY = ToolSpec(
     description="List the entries of a directory, one per line, each marked [DIR] or [FILE] "
     "(symlinks and special files are [FILE]), in byte order. Only works within allowed "
     "directories.",
-    params=(path_param("Path of the directory to list."),),
+    params=(path_param("Path of the directory to list."), _with_revision("the directory's")),
     annotations=READ_ONLY,
     handler=list_directory,
 )
@@ -182,6 +193,7 @@ LIST_DIRECTORY_WITH_SIZES = ToolSpec(
             {"type": "string", "enum": ["name", "size"], "default": "name"},
             "Sort by name (byte order) or by size (largest first).",
         ),
+        _with_revision("the directory's"),
     ),
     annotations=READ_ONLY,
     handler=list_directory_with_sizes,
@@ -193,9 +205,19 @@ GET_FILE_INFO = ToolSpec(
     description="Metadata of a file or directory without reading it: size, creation, "
     "modification and access times (UTC), type, permissions, owner and group, the number of "
     "hard links (more than 1 means the file has other names), whether it is a symlink (and "
-    "its target when that stays inside), extended attributes, and its revision. Symlinks "
+    "its target when that stays inside), extended attributes, and its revision (a "
+    "directory's only with withRevision). Symlinks "
     "inside the allowed directories are followed. Only works within allowed directories.",
-    params=(path_param("Path of the file or directory."),),
+    params=(
+        path_param("Path of the file or directory."),
+        Param(
+            "withRevision",
+            {"type": "boolean", "default": False},
+            "For a directory, also compute its revision (it describes everything below it, "
+            "a stat per entry, within the server's revision budget). A file's revision is "
+            "always given.",
+        ),
+    ),
     annotations=READ_ONLY,
     handler=get_file_info,
 )

@@ -22,7 +22,7 @@ from sandboxfs.core.errors import (
     NotFound,
     PermissionDenied,
 )
-from sandboxfs.core.names import quote_name, quote_names, quote_path, structured_path
+from sandboxfs.core.names import quote_name, quote_names, structured_names, structured_path
 from sandboxfs.fs.entries import Entry
 from sandboxfs.fs.walks import TreeWalk
 from sandboxfs.tools.format import display_base
@@ -70,6 +70,15 @@ class Walker:
     def children(self, rel: tuple[str, ...]) -> list[tuple[str, Entry]] | None:
         """(relative path, entry) for each entry of the directory at ``rel`` that is not
         excluded; None (and a note) if it cannot be read."""
+        entries = self.entries(rel)
+        if entries is None:
+            return None
+        prefix = "/".join(rel) + "/" if rel else ""
+        return [(prefix + entry.name, entry) for entry in entries]
+
+    def entries(self, rel: tuple[str, ...]) -> list[Entry] | None:
+        """The entries of the directory at ``rel`` that are not excluded, in byte
+        order; None (and a note) if it cannot be read."""
         limits = self.ctx.limits
         if len(rel) >= limits.tree_depth:
             raise LimitExceeded(
@@ -83,19 +92,18 @@ class Walker:
                 raise
             self.unreadable.append((self.display(rel), exc.code))
             return None
-        prefix = "/".join(rel) + "/" if rel else ""
-        kept = [(prefix + entry.name, entry) for entry in entries]
         if self.exclude is not None:
             exclude = self.exclude
-            kept = [item for item in kept if not exclude(item[0])]
-        self.visited += len(kept)
+            prefix = "/".join(rel) + "/" if rel else ""
+            entries = [entry for entry in entries if not exclude(prefix + entry.name)]
+        self.visited += len(entries)
         self.ctx.progress(self.visited, None, "entries visited")
         if self.visited > limits.walk_entries:
             raise LimitExceeded(
                 f"{self.tool} stopped after visiting {limits.walk_entries} entries "
                 f"below {self.path}; {_NARROW}"
             )
-        return kept
+        return entries
 
 
 def _compile(patterns: list[str]) -> list[Glob]:
@@ -116,6 +124,32 @@ def _excluder(patterns: list[str]) -> Callable[[str], bool] | None:
 _REMEMBERED_STEPS: Final = 65_536
 
 
+class _Frame:
+    """One directory being visited by search_files: its entries, each with its name
+    as shown (checked once per directory), the glob's state there, and the
+    directory's relative path and path as shown.  ``plain``: no name on the way
+    holds bytes that are not UTF-8, so structured content carries paths as they are."""
+
+    __slots__ = ("items", "plain", "rel", "relative", "shown", "state")
+
+    def __init__(
+        self,
+        rel: tuple[str, ...],
+        entries: list[Entry],
+        state: int,
+        shown: str,
+        *,
+        plain: bool,
+    ) -> None:
+        names = [entry.name for entry in entries]
+        self.items: Iterator[tuple[Entry, str]] = zip(entries, quote_names(names), strict=True)
+        self.rel = rel
+        self.relative = "/".join(rel) + "/" if rel else ""
+        self.state = state
+        self.shown = shown
+        self.plain = plain and structured_names(names) is names
+
+
 def search_files(
     ctx: CallContext,
     /,
@@ -134,33 +168,35 @@ def search_files(
     prune = not matcher.negated
     # A step is pure and names repeat across a tree (__init__.py, index.js): remember.
     steps: dict[tuple[int, str], int] = {}
-    pending: list[tuple[Iterator[tuple[str, Entry]], int]] = [
-        (iter(walker.children(()) or []), matcher.start())
-    ]
+    step, accepts = matcher.step, matcher.accepts
+    pending = [_Frame((), walker.entries(()) or [], matcher.start(), base + "/", plain=True)]
     while pending:
-        entries, state = pending[-1]
-        item = next(entries, None)
+        frame = pending[-1]
+        item = next(frame.items, None)
         if item is None:
             pending.pop()
             continue
-        relative, entry = item
-        key = (state, entry.name)
+        entry, shown_name = item
+        name, kind, _ = entry
+        state = frame.state
+        key = (state, name)
         here = steps.get(key, -1)
         if here < 0:
-            here = matcher.step(state, entry.name) if state else 0
+            here = step(state, name) if state else 0
             if len(steps) < _REMEMBERED_STEPS:
                 steps[key] = here
-        if matcher.accepts(here):
-            full = f"{base}/{quote_path(relative)}"
-            if entry.kind != "symlink" or walker.tree.link_stays_inside(
-                tuple(relative.split("/")), full
-            ):
+        if accepts(here):
+            full = frame.shown + shown_name
+            if kind != "symlink" or walker.tree.link_stays_inside((*frame.rel, name), full):
                 matches.append(full)
-                exact.append(f"{base}/{structured_path(relative)}")
-        if entry.kind == "directory" and (here or not prune):
-            below = walker.children(tuple(relative.split("/")))
+                relative = frame.relative + name
+                exact.append(f"{base}/{relative if frame.plain else structured_path(relative)}")
+        if kind == "directory" and (here or not prune):
+            rel = (*frame.rel, name)
+            below = walker.entries(rel)
             if below:
-                pending.append((iter(below), here))
+                shown = frame.shown + shown_name + "/"
+                pending.append(_Frame(rel, below, here, shown, plain=frame.plain))
     text = "\n".join(matches) if matches else "No matches found"
     if walker.unreadable:
         note = "\n".join(f"  {p} ({code})" for p, code in walker.unreadable)
@@ -201,24 +237,26 @@ def directory_tree(
 ) -> ToolResult:
     walker = Walker(ctx, path, "directory_tree", _tree_excluder(excludePatterns or []))
 
-    def build(rel: tuple[str, ...], children: list[tuple[str, Entry]]) -> list[dict[str, Any]]:
+    def build(rel: tuple[str, ...], children: list[Entry]) -> list[dict[str, Any]]:
         nodes: list[dict[str, Any]] = []
-        shown = quote_names([entry.name for _, entry in children])
-        for (_, entry), name in zip(children, shown, strict=True):
+        append = nodes.append
+        shown = quote_names([entry.name for entry in children])
+        descend = depth is None or len(rel) + 1 < depth
+        for entry, name in zip(children, shown, strict=True):
             if entry.kind != "directory":
-                nodes.append({"name": name, "type": "file"})
+                append({"name": name, "type": "file"})
                 continue
             node: dict[str, Any] = {"name": name, "type": "directory"}
-            if depth is None or len(rel) + 1 < depth:
+            if descend:
                 inner = (*rel, entry.name)
-                below = walker.children(inner)
+                below = walker.entries(inner)
                 node["children"] = [] if below is None else build(inner, below)
                 if below is None:
                     node["error"] = walker.unreadable[-1][1]
-            nodes.append(node)
+            append(node)
         return nodes
 
-    tree = build((), walker.children(()) or [])
+    tree = build((), walker.entries(()) or [])
     # The reference's structuredContent: the same JSON text (a client parses it once;
     # a nested copy would cost the server a second serialization of the whole tree).
     text = indented_json(tree)
