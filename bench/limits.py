@@ -1,7 +1,7 @@
 """Physical-limit measurements for bench/run.py: the same work without MCP, in the same run.
 
 Two kinds: an external command (``find``, ``grep``, ``rg``) whose output goes to a file,
-timed from spawn to exit (``wait4`` gives its peak RSS), and a plain Python loop run in the
+timed from spawn to exit (GNU ``time`` gives its peak RSS), and a plain Python loop run in the
 bench process (``listing_text``: scandir + sort + format; ``tree_text``: hand-rolled JSON
 of a tree), timed in-process.  Every limit checks its own result (a line count, a file
 count), so a limit that did less work than the server cannot look fast.
@@ -38,29 +38,46 @@ def _count_lines(f: object) -> int:
     return n
 
 
+def _peak_kib(argv: list[str], label: str) -> int | None:
+    """The command's peak RSS in KiB, from GNU time (None without /usr/bin/time).  Not
+    from our own ``wait4``: a child forked from the bench process starts with the bench's
+    RSS high-water mark, which survives the exec."""
+    gnu_time = shutil.which("time") or "/usr/bin/time"
+    if not os.path.exists(gnu_time):
+        return None
+    with tempfile.NamedTemporaryFile("r") as report:
+        done = subprocess.run(  # noqa: S603 - our own fixed commands
+            [gnu_time, "-f", "%M", "-o", report.name, *argv],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise BenchError(f"{label} exited with status {done.returncode}")
+        text = report.read().split()
+    return int(text[-1]) if text and text[-1].isdigit() else None
+
+
 def time_command(
     argv: list[str], *, runs: int, expect_lines: int, label: str
-) -> tuple[float, int, int]:
-    """(mean seconds, peak RSS in KiB, output lines) over ``runs`` timed runs of ``argv``
-    after one untimed warm-up, stdout to a temporary file.  Every run must exit 0 and
-    print exactly ``expect_lines`` lines."""
+) -> tuple[float, int | None, int]:
+    """(mean seconds, peak RSS in KiB or None, output lines) over ``runs`` timed runs of
+    ``argv`` after an untimed warm-up (under GNU time, for the peak RSS), stdout to a
+    temporary file.  Every run must exit 0 and print exactly ``expect_lines`` lines."""
+    peak = _peak_kib(argv, label)
     times = []
-    peak = 0
     lines = 0
-    for i in range(runs + 1):  # the first run is a warm-up
+    for _ in range(runs):
         with tempfile.TemporaryFile() as out:
             t0 = time.perf_counter()
             proc = subprocess.Popen(  # noqa: S603 - our own fixed commands
                 argv, stdout=out, stderr=subprocess.DEVNULL
             )
-            _, status, usage = os.wait4(proc.pid, 0)
-            elapsed = time.perf_counter() - t0
+            _, status, _usage = os.wait4(proc.pid, 0)
+            times.append(time.perf_counter() - t0)
             proc.returncode = os.waitstatus_to_exitcode(status)
             if proc.returncode != 0:
                 raise BenchError(f"{label} exited with status {proc.returncode}")
-            if i:
-                times.append(elapsed)
-            peak = max(peak, usage.ru_maxrss)
             out.seek(0)
             lines = _count_lines(out)
         if lines != expect_lines:

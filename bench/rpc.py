@@ -9,6 +9,7 @@ import atexit
 import contextlib
 import json
 import os
+import re
 import select
 import shlex
 import signal
@@ -74,6 +75,16 @@ def run_text(argv: list[str]) -> str:
     except (OSError, subprocess.SubprocessError):
         return "?"
     return done.stdout.strip() or "?"
+
+
+def supported_flags(cmd: list[str], wanted: dict[str, object]) -> list[str]:
+    """``flag value`` pairs for the options of ``wanted`` that ``cmd --help`` mentions."""
+    help_text = run_text([*cmd, "--help"])
+    flags: list[str] = []
+    for flag, value in wanted.items():
+        if re.search(re.escape(flag) + r"\b", help_text):
+            flags += [flag, str(value)]
+    return flags
 
 
 def proc_status_kib(pid: int, key: str) -> int | None:

@@ -65,7 +65,10 @@ from rpc import (  # bench/rpc.py (the script's directory is on sys.path)
     log,
     result_text,
     run_text,
+    supported_flags,
 )
+from scale import DEFAULT_SIZES as DEFAULT_SCALE_SIZES
+from scale import run_scale
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -855,12 +858,7 @@ def sandboxfs_flags(args: argparse.Namespace) -> list[str]:
         "--max-write-bytes": 64 * MiB,
         "--max-search-seconds": 600,  # grep_files must search the whole tree
     }
-    help_text = run_text([*shlex.split(args.sandboxfs_cmd), "--help"])
-    flags: list[str] = []
-    for flag, value in wanted.items():
-        if re.search(re.escape(flag) + r"\b", help_text):
-            flags += [flag, str(value)]
-    return flags
+    return supported_flags(shlex.split(args.sandboxfs_cmd), wanted)
 
 
 class Runner:
@@ -1358,6 +1356,17 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
             f"{ref.package}, npm-installed into {ref.prefix.relative_to(REPO)})",
         )
     ap.add_argument(
+        "--scale",
+        action="store_true",
+        help="instead: directory_tree, search_files and grep_files (sandboxfs alone, beside "
+        "find/grep/rg) on trees of growing size: cost per entry and peak RSS",
+    )
+    ap.add_argument(
+        "--scale-sizes",
+        metavar="N,N,...",
+        help="files in the --scale trees (default 10000,100000,1000000; quick 1000,10000)",
+    )
+    ap.add_argument(
         "--no-limits", action="store_true", help="skip the limit rows (find, grep, rg, Python)"
     )
     ap.add_argument("--json", metavar="FILE", help="also write the raw samples as JSON")
@@ -1372,15 +1381,32 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--py-spy", default=shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
     )
     args = ap.parse_args(argv)
+    _finish_args(ap, args)
+    return args
+
+
+def _finish_args(ap: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Defaults that depend on other options, and the checks argparse cannot make."""
     if args.reps is None:
-        args.reps = 1 if args.quick else 5
+        args.reps = 1 if args.quick or args.scale else 5
     if args.reps < 1:
         ap.error("--reps must be at least 1")
     if args.calls is None:
         args.calls = 200 if args.quick else 2000
+    try:
+        sizes = args.scale_sizes or ("1000,10000" if args.quick else "")
+        args.scale_sizes = [int(x.replace("_", "")) for x in sizes.split(",") if x.strip()]
+    except ValueError:
+        ap.error("--scale-sizes takes numbers, e.g. 10000,100000")
+    if not args.scale_sizes:
+        args.scale_sizes = list(DEFAULT_SCALE_SIZES)
+    if min(args.scale_sizes) < 1:
+        ap.error("--scale-sizes must be positive")
     args.servers = list(dict.fromkeys(s.strip() for s in args.servers.split(",") if s.strip()))
     if not args.servers or not set(args.servers) <= set(SERVERS):
         ap.error(f"--servers takes one or more of {', '.join(SERVERS)}")
+    if args.scale:
+        args.servers = [SFS]  # the scale rows are sandboxfs's (and the limits')
     args.cmds = {SFS: shlex.split(args.sandboxfs_cmd)}
     args.cmds |= {name: shlex.split(getattr(args, r.dest)) for name, r in REFERENCES.items()}
     if args.only:
@@ -1391,7 +1417,6 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         args.workloads = [w for w in WORKLOADS if w.key in keys]
     else:
         args.workloads = list(WORKLOADS)
-    return args
 
 
 def install_reference(ref: Reference) -> str | None:
@@ -1495,6 +1520,43 @@ def report(
         Path(args.json).write_text(json.dumps(data, indent=1))
 
 
+def scale_main(args: argparse.Namespace, command: str, root: Path, logdir: Path) -> int:
+    """--scale: the scale trees, measured and reported (see bench/scale.py)."""
+    started = time.time()
+    load_start = loadavg()
+    root.mkdir(parents=True, exist_ok=True)
+    try:
+        text, ok = run_scale(
+            cmd=args.cmds[SFS],
+            root=root,
+            sizes=args.scale_sizes,
+            reps=args.reps,
+            timeout=args.timeout,
+            logdir=logdir,
+            limits=not args.no_limits,
+        )
+    except KeyboardInterrupt:
+        log("interrupted")
+        return 1
+    except (BenchError, OSError) as exc:
+        log(f"error: {exc}")
+        return 1
+    finally:
+        kill_all()
+    print()
+    print(
+        "sandboxfs at scale: directory_tree, search_files and grep_files on growing trees "
+        f"(sandboxfs alone; {args.reps} timed call(s) each; raw JSON-RPC over stdio)"
+    )
+    print()
+    print(text)
+    print("\nMachine:")
+    print(machine_info(args, load_start))
+    print(f"Command:    {command}")
+    print(f"Wall time:  {time.time() - started:.0f} s")
+    return 0 if ok else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     command = shlex.join([sys.executable, *sys.argv] if argv is None else ["run.py", *argv])
     args = parse_args(sys.argv[1:] if argv is None else argv)
@@ -1520,6 +1582,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.profile:
             Path(args.profile).mkdir(parents=True, exist_ok=True)
         stack.callback(kill_all)
+        if args.scale:
+            return scale_main(args, command, root, logdir)
         results = Results()
         started = time.time()
         load_start = loadavg()
