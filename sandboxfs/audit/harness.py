@@ -18,7 +18,7 @@ import secrets
 import shlex
 import stat
 import tempfile
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -129,6 +129,8 @@ class Session:
     argv: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)
     era: Era = "2025"
+    #: Where the server's stderr goes (for a fresh copy of it too).
+    log: Path | None = None
     #: What a case that held has to say (a race: how long it attacked), for its line.
     notes: list[str] = field(default_factory=list)
 
@@ -165,14 +167,53 @@ class Session:
         return False
 
 
+@dataclass
+class ClientRoots:
+    """The Roots a client declares: what it answers the server's ``roots/list`` with
+    (``uris``, read at each request), and how many times it was asked."""
+
+    uris: list[str]
+    asked: int = 0
+    _changed: trio.Event = field(default_factory=trio.Event)
+
+    async def __call__(self, context: Any) -> types.ListRootsResult:
+        self.asked += 1
+        self._changed.set()
+        self._changed = trio.Event()
+        roots = [types.Root.model_validate({"uri": uri}) for uri in self.uris]
+        return types.ListRootsResult(roots=roots)
+
+    async def asked_at_least(self, times: int, seconds: float) -> bool:
+        """Wait (at most ``seconds``) until the server has asked ``times`` times."""
+        with trio.move_on_after(seconds):
+            while self.asked < times:
+                await self._changed.wait()
+        return self.asked >= times
+
+
 @asynccontextmanager
 async def connect(
     command: Sequence[str], root: Path, era: Era, timeout: float, log: Path | None
 ) -> AsyncIterator[Session]:
     """Start the server under audit on ``root`` and connect to it; its stderr goes to
     ``log`` (appended), or nowhere."""
-    argv = _server_argv(command, root)
     environment = {k: v for k, v in os.environ.items() if not k.startswith("SANDBOXFS_TEST_")}
+    async with start(_server_argv(command, root), environment, era, timeout, log) as session:
+        yield session
+
+
+@asynccontextmanager
+async def start(
+    argv: list[str],
+    environment: dict[str, str],
+    era: Era,
+    timeout: float,
+    log: Path | None,
+    *,
+    roots: ClientRoots | None = None,
+) -> AsyncIterator[Session]:
+    """Start ``argv`` and connect to it, as a client that declares ``roots`` if given
+    (a case that needs a server of its own: another environment, or Roots)."""
     leashed = leash.command(argv)  # it must not outlive the auditor
     params = StdioServerParameters(command=leashed[0], args=leashed[1:], env=environment)
     with (log or Path(os.devnull)).open("a") as errlog:
@@ -183,12 +224,35 @@ async def connect(
             mode="legacy" if era == "2025" else "2026-07-28",
             cache=None,
             read_timeout_seconds=timeout,  # also bounds a server that never answers initialize
+            list_roots_callback=roots,
         )
         async with client:
             with trio.fail_after(timeout):
                 listed = await client.list_tools()
             tools = {t.name: t for t in listed.tools}
-            yield Session(client, timeout, tools, argv=argv, env=environment, era=era)
+            yield Session(client, timeout, tools, argv=argv, env=environment, era=era, log=log)
+
+
+async def in_fresh_server(
+    s: Session,
+    body: Callable[[Session], Awaitable[None]],
+    *,
+    env: dict[str, str] | None = None,
+    roots: ClientRoots | None = None,
+) -> None:
+    """Run ``body`` against a fresh copy of the server (in ``env``, or as a client that
+    declares ``roots``); its verdict comes out as itself, and its replies join those of
+    ``s`` for the harness's checks."""
+    verdict: list[CaseFailed | CaseSkipped] = []
+    async with start(s.argv, env or s.env, s.era, s.timeout, s.log, roots=roots) as fresh:
+        try:
+            await body(fresh)
+        except (CaseFailed, CaseSkipped) as exc:  # not wrapped in the client's task group
+            verdict.append(exc)
+        finally:
+            s.replies.extend(fresh.replies)
+    if verdict:
+        raise verdict[0]
 
 
 @dataclass
