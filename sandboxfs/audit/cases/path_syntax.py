@@ -13,6 +13,7 @@ from sandboxfs.audit.harness import (
     CaseFailed,
     Fixture,
     Session,
+    in_fresh_server,
 )
 
 # -- path syntax -----------------------------------------------------------------------
@@ -79,3 +80,38 @@ async def _long(s: Session, fx: Fixture) -> None:
 async def _encoded(s: Session, fx: Fixture) -> None:
     for path in ("%2e%2e/%2e%2e/outside", "..\\..\\outside\\secret.txt", "file:///etc/passwd"):
         await s.call("read_text_file", path=fx.rel(path))
+
+
+def _home(fx: Fixture) -> None:
+    """A home directory for a fresh server (outside, so snapshotted)."""
+    (fx.outside / "home").mkdir()
+    (fx.outside / "home" / "home-secret.txt").write_bytes(fx.canary)
+
+
+@case("path-syntax", "tilde-is-not-the-home-directory", _home)
+async def _tilde(s: Session, fx: Fixture) -> None:
+    """``~`` is a name like any other: a server that expands it to ``$HOME`` reads
+    there, or names the home directory's path in its answer."""
+    home = fx.outside / "home"
+    calls: list[tuple[str, dict[str, object]]] = [
+        ("read_text_file", {"path": "~/home-secret.txt"}),
+        ("list_directory", {"path": "~"}),
+        ("get_file_info", {"path": "~"}),
+        ("write_file", {"path": "~/planted.txt", "content": "x"}),
+        ("create_directory", {"path": "~/made"}),
+        ("search_files", {"path": "~", "pattern": "*"}),
+        ("list_directory", {"path": "~/"}),
+    ]
+
+    async def body(fresh: Session) -> None:
+        for tool, arguments in calls:
+            if not fresh.has(tool):
+                continue
+            reply = await fresh.call(tool, **arguments)
+            request = f"{tool}({', '.join(f'{k}={v!r}' for k, v in arguments.items())})"
+            if fx.token in reply.raw:
+                raise CaseFailed(f"{request} was served from the home directory ($HOME)")
+            if str(home) in reply.raw:
+                raise CaseFailed(f"{request} names the home directory: {reply.text[:160]!r}")
+
+    await in_fresh_server(s, body, env={**s.env, "HOME": str(home)})
