@@ -22,8 +22,22 @@ installed next to it).  Each is npm-installed under bench/.reference on first us
 
 Ratio convention: ``speedup`` = how many times faster sandboxfs is than a reference (>1:
 sandboxfs faster, <1: reference faster).  For a rate it is sandboxfs/reference; for a time
-it is reference/sandboxfs.  grep_files (sandboxfs only) is compared with the external
-``grep -rn``.
+it is reference/sandboxfs.  grep_files has no counterpart in the reference: its rows are
+sandboxfs's alone.
+
+Limit rows (bench/limits.py): beside list_directory, directory_tree, search_files and
+grep_files, the same work without MCP, measured in the same run and checked like the
+workload (lines printed, files in the JSON): ``find``, ``grep -rn``/``-rnE``/``-n``,
+``rg -n --no-heading`` and plain Python loops (scandir+sort+format, hand-rolled JSON).
+The second table shows each X's time / the limit's (1.00x: as fast as the limit) and the
+issue's target where it has one.  ``--no-limits`` skips them.
+
+    python bench/run.py --scale --fixtures /tmp/sfs-bench   # 10k, 100k and 1M-file trees
+    python bench/run.py --scale --scale-sizes 10000,100000
+
+``--scale`` (bench/scale.py) runs directory_tree, search_files and grep_files, sandboxfs
+alone beside find/grep/rg, on trees of growing size and prints time, cost per entry and
+peak RSS for each, the largest/smallest cost-per-entry ratio and whether RSS stayed flat.
 """
 
 from __future__ import annotations
