@@ -38,12 +38,17 @@ ALLOWED_HOST = "mcp.example:8443"
 ALLOWED_ORIGIN = "https://app.example"
 
 
+#: ~3 MiB with escapes throughout: answered in pieces.
+PIECES_TEXT = 'line "quoted" \\ tab\t é\n' * 120_000
+
+
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sidecar]:
     """One sidecar for the wire tests (each request is stateless)."""
     base = tmp_path_factory.mktemp("http")
     tree = make_tree(base)
     (tree.root / "a.txt").write_text("over http\n")
+    (tree.root / "pieces.txt").write_text(PIECES_TEXT)
     with sidecar(
         "--allowed-host",
         ALLOWED_HOST,
@@ -412,6 +417,22 @@ def test_a_client_that_takes_only_a_stream_gets_one(served: Sidecar, era: str) -
     assert answer.header("content-type") == "text/event-stream", answer
     [reply] = checked(answer, message, era)
     assert reply["result"]["content"][0]["text"] == "over http\n"
+
+
+@pytest.mark.parametrize("accept", ["application/json, text/event-stream", "text/event-stream"])
+def test_a_big_answer_sent_in_pieces_arrives_whole(served: Sidecar, accept: str) -> None:
+    """Answers over 1 MiB are written in pieces (never joined in memory), as JSON
+    and as an SSE event."""
+    text = PIECES_TEXT
+    message, headers = request(
+        "tools/call", name="read_text_file", arguments={"path": "pieces.txt"}
+    )
+    headers["Accept"] = accept
+    answer = exchange(served, message, headers)
+    assert answer.status == 200, answer
+    [reply] = checked(answer, message, "2025")
+    assert reply["result"]["content"][0]["text"] == text
+    assert reply["result"]["structuredContent"]["content"] == text
 
 
 def test_a_client_that_takes_neither_is_refused(served: Sidecar) -> None:

@@ -89,7 +89,7 @@ def encode(message: dict[str, Any]) -> bytes:
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")
 
 
-def _cleaned_text(value: str) -> str:
+def clean_json_text(value: str) -> str:
     if _SURROGATE.search(value) is None:
         return value
     try:  # bytes of a name that were not UTF-8: decoded as UTF-8 decodes them
@@ -100,7 +100,7 @@ def _cleaned_text(value: str) -> str:
 
 def _cleaned(value: Any) -> Any:
     if isinstance(value, str):
-        return _cleaned_text(value)
+        return clean_json_text(value)
     if isinstance(value, dict):
         return {_cleaned(k): _cleaned(v) for k, v in value.items()}
     if isinstance(value, list | tuple):

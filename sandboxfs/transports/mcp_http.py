@@ -43,10 +43,10 @@ from sandboxfs.session.jsonrpc import (
     MODERN_VERSIONS,
     PARSE_ERROR,
     PROTOCOL_VERSION_META_KEY,
-    encode,
     error_message,
     valid_id,
 )
+from sandboxfs.session.pieces import encode_pieces
 from sandboxfs.session.server import SandboxfsServer
 
 log = logging.getLogger("sandboxfs")
@@ -164,7 +164,10 @@ async def _json(send: Send, status: int, message: dict[str, Any]) -> None:
             "headers": [(b"content-type", b"application/json")],
         }
     )
-    await send({"type": "http.response.body", "body": encode(message)})
+    pieces = encode_pieces(message)
+    for piece in pieces[:-1]:  # a big answer: its pieces, never joined
+        await send({"type": "http.response.body", "body": piece, "more_body": True})
+    await send({"type": "http.response.body", "body": pieces[-1]})
 
 
 def _decoded_name(value: str) -> str:
@@ -370,8 +373,14 @@ class McpEndpoint:
                     started = True
                     start = {"type": "http.response.start", "status": status, "headers": _SSE}
                     await send(start)
-                event = b"event: message\r\ndata: " + encode(reply) + b"\r\n\r\n"
-                await send({"type": "http.response.body", "body": event, "more_body": not final})
+                pieces = [b"event: message\r\ndata: ", *encode_pieces(reply), b"\r\n\r\n"]
+                if len(pieces) == 3:
+                    pieces = [b"".join(pieces)]
+                for piece in pieces[:-1]:
+                    await send({"type": "http.response.body", "body": piece, "more_body": True})
+                await send(
+                    {"type": "http.response.body", "body": pieces[-1], "more_body": not final}
+                )
                 if final:
                     break
             nursery.cancel_scope.cancel()

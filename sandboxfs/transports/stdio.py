@@ -27,7 +27,8 @@ import trio
 
 from sandboxfs.session.core import Session
 from sandboxfs.session.driver import Driver
-from sandboxfs.session.jsonrpc import INVALID_REQUEST, decode, encode, error_frame
+from sandboxfs.session.jsonrpc import INVALID_REQUEST, decode, error_frame
+from sandboxfs.session.pieces import encode_pieces
 from sandboxfs.session.server import SandboxfsServer
 
 log = logging.getLogger("sandboxfs")
@@ -109,15 +110,18 @@ def take_stdio(stdin_fd: int = 0, stdout_fd: int = 1) -> tuple[int, int]:
 
 @final
 class _Writer:
-    """The only writer: frames in the order they were queued, batched."""
+    """The only writer: frames in the order they were queued, batched.  A frame is
+    one line's bytes, or its pieces (a big answer, written without joining them)."""
 
     def __init__(self) -> None:
-        self.send_channel, self.receive_channel = trio.open_memory_channel[bytes](math.inf)
+        self.send_channel, self.receive_channel = trio.open_memory_channel[bytes | list[bytes]](
+            math.inf
+        )
         self.broken = False
         #: Set once the channel is closed and everything queued is written.
         self.done = trio.Event()
 
-    def put(self, frame: bytes) -> None:
+    def put(self, frame: bytes | list[bytes]) -> None:
         with contextlib.suppress(trio.ClosedResourceError):
             self.send_channel.send_nowait(frame)
 
@@ -136,13 +140,20 @@ class _Writer:
         finally:
             self.done.set()
 
-    async def _write(self, stdout: trio.lowlevel.FdStream, batch: list[bytes]) -> None:
+    async def _write(
+        self, stdout: trio.lowlevel.FdStream, batch: list[bytes | list[bytes]]
+    ) -> None:
         if self.broken:
             return
         pieces: list[bytes] = []
         small: list[bytes] = []
         for frame in batch:
-            if len(frame) >= _SPLIT_FRAME:
+            if isinstance(frame, list):
+                if small:
+                    pieces.append(b"".join(small))
+                    small = []
+                pieces.extend((*frame, b"\n"))
+            elif len(frame) >= _SPLIT_FRAME:
                 if small:
                     pieces.append(b"".join(small))
                     small = []
@@ -172,7 +183,8 @@ async def serve_stdio(server: SandboxfsServer, wire: tuple[int, int], *, max_lin
     reading = trio.CancelScope()
 
     def send(message: dict[str, Any]) -> None:
-        writer.put(encode(message))
+        pieces = encode_pieces(message)
+        writer.put(pieces[0] if len(pieces) == 1 else pieces)
 
     def close(code: int) -> None:
         nonlocal exit_code

@@ -1,0 +1,111 @@
+"""A message as JSON in pieces, so that a big answer is never copied whole.
+
+:func:`encode_pieces` gives the same JSON text as :func:`jsonrpc.encode`, cut
+into pieces whose concatenation is that text: the message with each big string
+(a file's text, a media block's base64) replaced by a marker is encoded once,
+and each marker is replaced by the string's JSON escape, made a slice at a time.
+A 30 MiB read then holds its text and the pieces of its answer, instead of the
+encoder's growing buffer, the bytes copied out of it and the line joined for the
+transport (about five times the file, measured).
+
+Markers carry a random per-process nonce and a NUL, which JSON escapes; a
+message with a string that holds a marker anyway is encoded whole, so no string
+a client or a file holds can be taken for one.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from typing import Any, Final
+
+import pydantic_core
+
+from sandboxfs.session.jsonrpc import clean_json_text, encode
+
+#: Strings at least this long are written in pieces.
+SPLICE_AT: Final = 1 << 20
+#: Characters escaped at a time.
+_SLICE: Final = 1 << 20
+_NONCE: Final = secrets.token_hex(16)
+_MARKER_TEXT: Final = f"\0sandboxfs-piece-{_NONCE}-"
+#: A marker as JSON spells it, with the index of the string it stands for.
+_MARKER: Final = re.compile(rb'"\\u0000sandboxfs-piece-' + _NONCE.encode() + rb'-(\d+)"')
+
+
+def _has_big_content(message: dict[str, Any]) -> bool:
+    """Whether a tool result carries a content block with a big string (every big
+    answer does: the text, or the media, is always in a content block)."""
+    result = message.get("result")
+    if not isinstance(result, dict):
+        return False
+    content = result.get("content")
+    if not isinstance(content, list):
+        return False
+    for block in content:
+        if isinstance(block, dict):
+            for value in (*block.values(), *(block.get("resource") or {}).values()):
+                if isinstance(value, str) and len(value) >= SPLICE_AT:
+                    return True
+    return False
+
+
+class _Forged(Exception):
+    """A string of the message holds a marker's text."""
+
+
+def _hollowed(value: Any, big: list[str]) -> Any:
+    """``value`` with each big string replaced by a marker (appended to ``big``).
+    Raises _Forged if a string left in place holds a marker's text."""
+    if isinstance(value, str):
+        if len(value) < SPLICE_AT:
+            if _MARKER_TEXT in value:
+                raise _Forged
+            return value
+        big.append(value)
+        return f"{_MARKER_TEXT}{len(big) - 1}"
+    if isinstance(value, dict):
+        return {key: _hollowed(item, big) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_hollowed(item, big) for item in value]
+    return value
+
+
+def _escaped(text: str) -> list[bytes]:
+    """The JSON escape of ``text`` without its quotes, a slice at a time.  A slice
+    never ends inside a run of surrogates, so cleaning a slice is cleaning the
+    whole (the bytes of one undecodable sequence stay together)."""
+    pieces = []
+    start, end = 0, len(text)
+    while start < end:
+        cut = min(start + _SLICE, end)
+        while cut < end and "\ud800" <= text[cut] <= "\udfff":
+            cut += 1
+        part = text[start:cut]
+        try:
+            encoded = pydantic_core.to_json(part)
+        except pydantic_core.PydanticSerializationError:
+            encoded = pydantic_core.to_json(clean_json_text(part))
+        pieces.append(encoded[1:-1])
+        start = cut
+    return pieces
+
+
+def encode_pieces(message: dict[str, Any]) -> list[bytes]:
+    """``encode(message)`` as pieces to write one after another (one piece for a
+    message without a big string).  Never raises, as :func:`encode`."""
+    if not _has_big_content(message):
+        return [encode(message)]
+    big: list[str] = []
+    try:
+        skeleton = encode(_hollowed(message, big))
+    except _Forged:
+        return [encode(message)]
+    pieces: list[bytes] = []
+    at = 0
+    for marker in _MARKER.finditer(skeleton):
+        pieces.append(skeleton[at : marker.start() + 1])  # up to and with the quote
+        pieces.extend(_escaped(big[int(marker.group(1))]))
+        at = marker.end() - 1  # from the closing quote on
+    pieces.append(skeleton[at:])
+    return pieces
