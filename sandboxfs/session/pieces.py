@@ -102,10 +102,16 @@ def encode_pieces(message: dict[str, Any]) -> list[bytes]:
     except _Forged:
         return [encode(message)]
     pieces: list[bytes] = []
+    # A text is often there twice (a tool's text and structuredContent.content are one
+    # string): escaped once, its pieces written twice.
+    escaped: dict[int, list[bytes]] = {}
     at = 0
     for marker in _MARKER.finditer(skeleton):
         pieces.append(skeleton[at : marker.start() + 1])  # up to and with the quote
-        pieces.extend(_escaped(big[int(marker.group(1))]))
+        text = big[int(marker.group(1))]
+        if id(text) not in escaped:
+            escaped[id(text)] = _escaped(text)
+        pieces.extend(escaped[id(text)])
         at = marker.end() - 1  # from the closing quote on
     pieces.append(skeleton[at:])
     return pieces

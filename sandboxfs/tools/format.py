@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import math
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Final
@@ -13,10 +14,13 @@ from sandboxfs.core.pathnames import absolute_request
 _UNITS: Final = ("B", "KB", "MB", "GB", "TB")
 
 
+@functools.lru_cache(maxsize=4096)  # listings repeat sizes; the Decimal path is slow
 def format_size(size: int) -> str:
     """Human size in 1024 steps, two decimals rounded half up: ``1.50 KB``, ``0 B``."""
     if size <= 0:
         return "0 B"
+    if size < 1024:
+        return f"{size} B"
     exponent = min(int(math.log(size, 1024)), len(_UNITS) - 1)
     if exponent == 0:
         return f"{size} B"

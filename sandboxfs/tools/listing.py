@@ -59,15 +59,16 @@ def list_directory_with_sizes(
         rows.sort(key=key)
     lines = []
     files = dirs = total = 0
-    for entry, size in rows:
+    shown_names = quote_names([entry.name for entry, _ in rows])
+    for (entry, size), name in zip(rows, shown_names, strict=True):
         if entry.kind == "directory":
             dirs += 1
-            lines.append(f"[DIR] {quote_name(entry.name):<30} ")
+            lines.append(f"[DIR] {name:<30} ")
             continue
         files += 1
         total += size or 0
         shown = "unknown" if size is None else format_size(size)
-        lines.append(f"[FILE] {quote_name(entry.name):<30} {shown:>10}")
+        lines.append(f"[FILE] {name:<30} {shown:>10}")
     lines += [
         "",
         f"Total: {files} files, {dirs} directories",
