@@ -13,12 +13,19 @@ import json
 import os
 import unicodedata
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from helpers import Tree
 from mcp_client import run, session
-from sandboxfs.core.names import quote_name, quote_path, unquote_name, unquote_path
+from sandboxfs.core.names import (
+    has_lone_surrogate,
+    quote_name,
+    quote_path,
+    unquote_name,
+    unquote_path,
+)
 from sandboxfs.fs.limits import Limits
 from sandboxfs.tools import CallContext
 from sandboxfs.tools.grepping import grep_files
@@ -108,3 +115,14 @@ def test_over_the_wire_the_twins_stay_apart(tree: Tree) -> None:
             assert "undecodable" in text
 
     run(main)
+
+
+@pytest.mark.parametrize("size", [0, 10, 5000, (1 << 20) + 7, 3 << 20])
+def test_a_lone_surrogate_is_found_anywhere_in_any_text(size: int) -> None:
+    ascii_text, wide = "a" * size, "é✓" * (size // 2)
+    assert not has_lone_surrogate(ascii_text) and not has_lone_surrogate(wide)
+    for text in (ascii_text, wide):
+        for at in {0, len(text) // 2, len(text)}:
+            for lone in ("\ud800", "\udcff", "\udfff"):
+                assert has_lone_surrogate(text[:at] + lone + text[at:])
+    assert not has_lone_surrogate("😀" * 3000)  # a pair in UTF-16 is one code point here

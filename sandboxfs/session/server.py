@@ -12,7 +12,6 @@ nothing of JSON-RPC framing or of a transport.
 from __future__ import annotations
 
 import logging
-import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -23,6 +22,7 @@ import trio
 from sandboxfs import __version__
 from sandboxfs.core.chokepoint import Confinement
 from sandboxfs.core.errors import AccessDenied, SandboxError
+from sandboxfs.core.names import has_lone_surrogate
 from sandboxfs.core.resolver import Resolver
 from sandboxfs.core.roots import roots_from_uris
 from sandboxfs.core.watch import NO_WATCH, Stall, Watch
@@ -56,12 +56,11 @@ _NO_DIRECTORIES_2026: Final = (
     "directories, and on protocol version 2026-07-28 the client cannot provide them through "
     "Roots. Restart the server with the directories it may access as arguments."
 )
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def clean_text(text: str) -> str:
     """Text safe for JSON: bytes that were not UTF-8 in names become U+FFFD."""
-    if text.isascii() or _SURROGATE.search(text) is None:
+    if not has_lone_surrogate(text):
         return text
     cleaned: str = text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
     return cleaned
@@ -110,7 +109,7 @@ def _lone_surrogate_in(arguments: dict[str, Any]) -> str | None:
 
     def bad(value: Any) -> bool:
         if isinstance(value, str):
-            return _SURROGATE.search(value) is not None
+            return has_lone_surrogate(value)
         if isinstance(value, list):
             return any(bad(v) for v in value)
         if isinstance(value, dict):
