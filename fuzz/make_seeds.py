@@ -380,6 +380,27 @@ def session_seeds() -> list[bytes]:
     return seeds
 
 
+def scan_seeds() -> list[bytes]:
+    def read(content: bytes, needle: bytes, names: list[int], *settings: int) -> bytes:
+        knobs = bytes([*settings, 4, 3, 3, 3][:4])
+        return b"\x01" + knobs + content + b"\xfe" + needle + b"\xfe" + bytes(names)
+
+    every = list(range(12))
+    return [
+        b"\x00\x0a" + b"needle\xfe" + b"hay\nneedle\nhay\n" * 20,
+        b"\x00\x65" + b"e" * 20 + b"Q\xfe" + b"e" * 300 + b"Q",
+        b"\x00\x0a\xfe",
+        read(b"a needle\n", b"needle", every),
+        read(b"\0binary", b"", every),
+        read(b"short\n" * 40, b"needle", [0, 1, 2, 3, 4], 3, 1, 2, 1),
+        read(b"x" * 100, b"", [0, 0, 0, 1], 4, 3, 2, 0),
+        read(b"", b"", [0, 12]),
+        read(b"text", b"t", [0, 13, 1]),
+        read(b"text", b"t", [0, 15, 16, 17]),
+        read(b"text", b"t", [18, 0]),
+    ]
+
+
 def write(target: str, seeds: list[bytes]) -> None:
     directory = HERE / "seeds" / target
     shutil.rmtree(directory, ignore_errors=True)
@@ -396,6 +417,7 @@ def main() -> None:
     write("globs", globs_seeds())
     write("framing", framing_seeds())
     write("session", session_seeds())
+    write("scan", scan_seeds())
 
 
 if __name__ == "__main__":

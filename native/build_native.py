@@ -1,7 +1,8 @@
 """cffi build script for the sandboxfs native shim (API mode, out of line).
 
-Compiles ``native/sfs.c`` into ``sandboxfs._native``.  The cdef is ``sfs.h``
-itself, minus the preprocessor lines cffi cannot parse, so the declarations
+Compiles ``native/sfs.c`` (the syscall shim) and ``native/scan.c`` (grep's batch
+helpers) into ``sandboxfs._native``.  The cdef is ``sfs.h`` and ``scan.h``
+themselves, minus the preprocessor lines cffi cannot parse, so the declarations
 exist once.  Not shipped in the wheel; setuptools runs it through
 ``cffi_modules`` in ``setup.py``.
 """
@@ -14,15 +15,15 @@ from pathlib import Path
 from cffi import FFI
 
 HERE = Path(__file__).resolve().parent
-HEADER = HERE / "sfs.h"
-SOURCE = HERE / "sfs.c"
+HEADERS = (HERE / "sfs.h", HERE / "scan.h")
+SOURCES = (HERE / "sfs.c", HERE / "scan.c")
 
 _SKIPPED_DIRECTIVES = ("#ifndef", "#endif", "#include", "#define SANDBOXFS_")
 
 
 def _cdef_text() -> str:
-    """The header with include guards and includes removed."""
-    lines = HEADER.read_text().splitlines()
+    """The headers with include guards and includes removed."""
+    lines = [line for header in HEADERS for line in header.read_text().splitlines()]
     return "\n".join(line for line in lines if not line.startswith(_SKIPPED_DIRECTIVES))
 
 
@@ -30,9 +31,9 @@ ffibuilder = FFI()
 ffibuilder.cdef(_cdef_text())
 ffibuilder.set_source(
     "sandboxfs._native",
-    '#include "sfs.h"',
+    '#include "sfs.h"\n#include "scan.h"',
     # setuptools wants source paths relative to the project directory.
-    sources=[os.path.relpath(SOURCE)],
+    sources=[os.path.relpath(source) for source in SOURCES],
     include_dirs=[str(HERE)],
     extra_compile_args=["-Wall", "-Wextra", "-Werror", "-std=gnu11"],
 )

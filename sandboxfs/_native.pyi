@@ -37,8 +37,37 @@ class _Lib:
     def sfs_read_dir(self, dirfd: int, out: Any) -> int: ...
     def sfs_free(self, buffer: Any) -> None: ...
 
+    SFS_LEAF_GONE: int
+    SFS_LEAF_TEXT: int
+    SFS_LEAF_BINARY: int
+    SFS_LEAF_SEARCH: int
+    SFS_LEAF_LATER: int
+    def sfs_read_leaves(
+        self,
+        dirfd: int,
+        names: bytes,
+        names_len: int,
+        flags: int,
+        resolve: int,
+        retries: int,
+        block: int,
+        probe: int,
+        needle: bytes,
+        needle_len: int,
+        arena: Any,
+        arena_len: int,
+        kinds: Any,
+        spans: Any,
+        errors: Any,
+        out_len: int,
+    ) -> int: ...
+    def sfs_find(self, hay: Any, hay_len: int, needle: bytes, needle_len: int) -> int: ...
+    def sfs_count_byte(self, buf: Any, len: int, byte: int) -> int: ...
+
 class _FFI:
-    def new(self, cdecl: str) -> Any: ...
+    def new(self, cdecl: str, init: Any = ...) -> Any: ...
+    def buffer(self, cdata: Any, size: int = ...) -> Any: ...
+    def from_buffer(self, python_buffer: Any) -> Any: ...
     def unpack(self, cdata: Any, length: int) -> bytes: ...
 
 ffi: _FFI

@@ -276,7 +276,7 @@ class LeafBatch:
 
     def kinds(self, count: int) -> bytes:
         """The kinds (``LEAF_*``) of the first ``count`` names of the last call."""
-        return ffi.buffer(self._kinds, min(count, self.slots))[:]
+        return bytes(ffi.buffer(self._kinds, min(count, self.slots)))
 
     def error(self, index: int) -> int:
         """The errno of name ``index`` (``LEAF_GONE``, ``LEAF_LATER``), or 0."""
@@ -302,8 +302,6 @@ def read_leaves(
     files named by ``names`` (leaf names, each ended by a NUL) beneath ``dirfd``, in
     one call with the GIL released.  Returns how many names the batch now describes
     (call again with the rest); ValueError for a name that is not a leaf name."""
-    if needle and b"\0" in needle[:0]:
-        raise AssertionError("unreachable")
     rc = lib.sfs_read_leaves(
         dirfd,
         names,

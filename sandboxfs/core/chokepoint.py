@@ -314,6 +314,26 @@ class Directory:
         of their names (see :func:`sandboxfs.binding.syscalls.read_dir`)."""
         return syscalls.read_dir(self.fd)
 
+    def read_files(
+        self, batch: syscalls.LeafBatch, names: bytes, *, block: int, probe: int, needle: bytes
+    ) -> int:
+        """Open, check and read the regular files ``names`` (leaf names, each ended by a
+        NUL) in this directory, in one call into C (:func:`syscalls.read_leaves`): each
+        opened as an exact open is (never through a symlink), with :data:`READ_FLAGS`,
+        and read only if ``fstat`` shows a regular file.  Returns how many names
+        ``batch`` now describes."""
+        return syscalls.read_leaves(
+            batch,
+            self.fd,
+            names,
+            READ_FLAGS,
+            resolve=self.confinement.flags(exact=True),
+            retries=EAGAIN_RETRIES,
+            block=block,
+            probe=probe,
+            needle=needle,
+        )
+
     def scandir(self) -> os.ScandirIterator[str]:  # type: ignore[name-defined]
         """The entries of this (readable) directory, as ``os.scandir`` gives them
         (use it as a context manager)."""

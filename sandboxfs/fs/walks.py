@@ -52,6 +52,14 @@ class TreeWalk:
             except OSError as exc:
                 raise resolver.error(exc, shown) from None
 
+    def directory(self, rel: tuple[str, ...], shown: str) -> Directory:
+        """The directory ``rel`` below the start as an ``O_PATH`` base, reopened exactly
+        (no symlink followed), to read the files it holds by their names."""
+        resolver = self.ctx.resolver
+        loc = self.location(rel)
+        fd = resolver.open_exact(loc, os.O_PATH | os.O_DIRECTORY, shown)
+        return Directory(fd, loc, shown, resolver.confinement)
+
     def _entry(self, rel: tuple[str, ...], shown: str) -> Handle:
         resolver = self.ctx.resolver
         loc = self.location(rel)
