@@ -166,37 +166,39 @@ def search_files(
     # Depth-first, pre-order: a directory's contents come right after it.  The glob
     # advances name by name; below a directory whose state is 0 nothing can match.
     prune = not matcher.negated
-    # A step is pure and names repeat across a tree (__init__.py, index.js): remember.
-    steps: dict[tuple[int, str], int] = {}
+    # A step is pure and names repeat across a tree (__init__.py, index.js): remember,
+    # per state, up to _REMEMBERED_STEPS in all.
+    steps: dict[int, dict[str, int]] = {}
+    remembered = 0
     step, accepts = matcher.step, matcher.accepts
     pending = [_Frame((), walker.entries(()) or [], matcher.start(), base + "/", plain=True)]
     while pending:
         frame = pending[-1]
-        item = next(frame.items, None)
-        if item is None:
-            pending.pop()
-            continue
-        entry, shown_name = item
-        name, kind, _ = entry
         state = frame.state
-        key = (state, name)
-        here = steps.get(key, -1)
-        if here < 0:
-            here = step(state, name) if state else 0
-            if len(steps) < _REMEMBERED_STEPS:
-                steps[key] = here
-        if accepts(here):
-            full = frame.shown + shown_name
-            if kind != "symlink" or walker.tree.link_stays_inside((*frame.rel, name), full):
-                matches.append(full)
-                relative = frame.relative + name
-                exact.append(f"{base}/{relative if frame.plain else structured_path(relative)}")
-        if kind == "directory" and (here or not prune):
-            rel = (*frame.rel, name)
-            below = walker.entries(rel)
-            if below:
-                shown = frame.shown + shown_name + "/"
-                pending.append(_Frame(rel, below, here, shown, plain=frame.plain))
+        known = steps.setdefault(state, {})
+        for entry, shown_name in frame.items:  # resumed where it stopped, after a descent
+            name, kind, _ = entry
+            here = known.get(name, -1)
+            if here < 0:
+                here = step(state, name) if state else 0
+                if remembered < _REMEMBERED_STEPS:
+                    known[name] = here
+                    remembered += 1
+            if accepts(here):
+                full = frame.shown + shown_name
+                if kind != "symlink" or walker.tree.link_stays_inside((*frame.rel, name), full):
+                    matches.append(full)
+                    relative = frame.relative + name
+                    exact.append(f"{base}/{relative if frame.plain else structured_path(relative)}")
+            if kind == "directory" and (here or not prune):
+                rel = (*frame.rel, name)
+                below = walker.entries(rel)
+                if below:
+                    shown = frame.shown + shown_name + "/"
+                    pending.append(_Frame(rel, below, here, shown, plain=frame.plain))
+                    break  # depth first: its contents come next
+        else:
+            pending.pop()
     text = "\n".join(matches) if matches else "No matches found"
     if walker.unreadable:
         note = "\n".join(f"  {p} ({code})" for p, code in walker.unreadable)
