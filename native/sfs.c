@@ -212,10 +212,11 @@ struct sfs_dirent64 {
     char d_name[];
 };
 
-/* Invariant: every record written is one leaf name (non-empty, no '/', not "." or
- * "..", as the kernel returned it) and a kind letter; records are in strcmp order;
- * no descriptor is created and no name is opened. */
-int64_t sfs_read_dir(int dirfd, char **out)
+/* Invariant: the buffer holds *count kind letters, then *count names, each one
+ * leaf name (non-empty, no '/', not "." or "..", as the kernel returned it) ended
+ * by a NUL, in strcmp order, the i-th letter the kind of the i-th name; no
+ * descriptor is created and no name is opened. */
+int64_t sfs_read_dir(int dirfd, char **out, int64_t *count_out)
 {
     size_t raw_size = 0, raw_capacity = 64 * 1024;
     char *raw = malloc(raw_capacity);
@@ -223,6 +224,7 @@ int64_t sfs_read_dir(int dirfd, char **out)
     size_t count = 0, total = 0;
     int64_t result;
     *out = NULL;
+    *count_out = 0;
     if (raw == NULL)
         return -ENOMEM;
     if (lseek(dirfd, 0, SEEK_SET) < 0) {
@@ -285,7 +287,7 @@ int64_t sfs_read_dir(int dirfd, char **out)
         }
         size_t length = strlen(name);
         entries[count++] = (struct sfs_dir_entry){name, length, kind};
-        total += length + 2;
+        total += length + 2; /* its kind letter, its name and its NUL */
     }
     if (count == 0) {
         result = 0;
@@ -297,18 +299,20 @@ int64_t sfs_read_dir(int dirfd, char **out)
         result = -ENOMEM;
         goto done;
     }
-    char *cursor = buffer;
+    char *cursor = buffer + count;
     for (size_t i = 0; i < count; i++) {
-        *cursor++ = entries[i].kind;
+        buffer[i] = entries[i].kind;
         memcpy(cursor, entries[i].name, entries[i].length + 1);
         cursor += entries[i].length + 1;
     }
     *out = buffer;
+    *count_out = (int64_t)count;
     result = (int64_t)total;
 done:
     if (lseek(dirfd, 0, SEEK_SET) < 0 && result >= 0) {
         free(*out);
         *out = NULL;
+        *count_out = 0;
         result = -errno;
     }
     free(entries);

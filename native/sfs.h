@@ -107,15 +107,16 @@ int sfs_landlock_restrict_self(int ruleset_fd);
 int sfs_set_mmap_threshold(int bytes);
 
 /* Every entry of the directory open at `dirfd` except "." and "..", read from its
- * start (the descriptor's offset is rewound before and after), as one buffer of
- * records "<kind><name>\0" sorted by the bytes of their names (strcmp order).
- * <kind> is 'f' (regular file), 'd' (directory), 'l' (symlink) or 'o' (anything
- * else), from the type the directory records, or from fstatat(AT_SYMLINK_NOFOLLOW)
- * of that one leaf name where the filesystem records none; an entry removed
- * meanwhile is left out.  Nothing is opened or followed.  On success *out holds a
+ * start (the descriptor's offset is rewound before and after), sorted by the bytes
+ * of their names (strcmp order), as one buffer: first one kind letter per entry,
+ * then each name followed by a NUL.  The kind is 'f' (regular file), 'd'
+ * (directory), 'l' (symlink) or 'o' (anything else), from the type the directory
+ * records, or from fstatat(AT_SYMLINK_NOFOLLOW) of that one leaf name where the
+ * filesystem records none; an entry removed meanwhile is left out.  Nothing is
+ * opened or followed.  On success *count is the number of entries, *out holds a
  * malloc'ed buffer (free it with sfs_free) and the result is its length (0, with
  * *out NULL, for an empty directory); on failure -errno, and *out is NULL. */
-int64_t sfs_read_dir(int dirfd, char **out);
+int64_t sfs_read_dir(int dirfd, char **out, int64_t *count);
 
 /* free(3) of a buffer this shim allocated. */
 void sfs_free(void *buffer);

@@ -66,24 +66,26 @@ _FS_ENCODING: Final = sys.getfilesystemencoding()
 _FS_ERRORS: Final = sys.getfilesystemencodeerrors()
 
 
-def read_dir(fd: int) -> list[str]:
-    """The entries of the directory open at ``fd`` (not ``.`` or ``..``) as
-    ``<kind><name>`` strings in byte order of their names, ``<kind>`` one of ``f``
-    (regular file), ``d`` (directory), ``l`` (symlink), ``o`` (other); names decoded
-    as :func:`os.fsdecode` decodes them.  Nothing is opened or followed; the
-    descriptor's offset is left at the start.  One call into C (the GIL released):
-    no Python object per entry until the names are split."""
+def read_dir(fd: int) -> tuple[list[str], str]:
+    """The entries of the directory open at ``fd`` (not ``.`` or ``..``): their names
+    in byte order, decoded as :func:`os.fsdecode` decodes them, and one kind letter
+    per name: ``f`` (regular file), ``d`` (directory), ``l`` (symlink), ``o``
+    (other).  Nothing is opened or followed; the descriptor's offset is left at the
+    start.  One call into C (the GIL released), and no Python code per entry."""
     out = ffi.new("char **")
-    size = _check(lib.sfs_read_dir(fd, out))
+    count = ffi.new("int64_t *")
+    size = _check(lib.sfs_read_dir(fd, out, count))
     if size == 0:
-        return []
+        return [], ""
     try:
         raw = ffi.unpack(out[0], size)
     finally:
         lib.sfs_free(out[0])
     # NUL and the kind letters are ASCII, so decoding the whole buffer at once is
     # decoding each name on its own.
-    return raw[:-1].decode(_FS_ENCODING, _FS_ERRORS).split("\0")
+    text = raw.decode(_FS_ENCODING, _FS_ERRORS)
+    n = count[0]
+    return text[n:-1].split("\0"), text[:n]
 
 
 @final

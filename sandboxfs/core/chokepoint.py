@@ -309,9 +309,9 @@ class Directory:
         """This directory opened for reading, so that ``fsync`` can flush its entries."""
         return self.confinement.open(self.fd, ".", os.O_RDONLY | os.O_DIRECTORY, exact=True)
 
-    def entries(self) -> list[str]:
-        """The entries of this (readable) directory as ``<kind><name>`` in byte order
-        of their names (see :func:`sandboxfs.binding.syscalls.read_dir`)."""
+    def entries(self) -> tuple[list[str], str]:
+        """The names of this (readable) directory's entries in byte order, and their
+        kind letters (see :func:`sandboxfs.binding.syscalls.read_dir`)."""
         return syscalls.read_dir(self.fd)
 
     def read_files(

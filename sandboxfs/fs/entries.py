@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import operator
 import os
 import stat
+from itertools import repeat
 from typing import Final, Literal, NamedTuple
 
 from sandboxfs.core.chokepoint import Directory
@@ -44,6 +46,7 @@ def require_regular(st: os.stat_result, path: str) -> None:
         raise NotARegularFile(f"Not a regular file (FIFO, socket or device): {path}")
 
 
+_NEW_ENTRY: Final = functools.partial(tuple.__new__, Entry)
 #: The kind letters of :meth:`Directory.entries`.
 _KINDS: Final[dict[str, EntryKind]] = {
     "f": "file",
@@ -67,10 +70,11 @@ def read_entries(directory: Directory, *, with_stat: bool) -> list[Entry]:
     classified by the type its directory records (``d_type``: no system call per
     entry, except on filesystems that record none), read and sorted in one call
     into the native shim.  Raises OSError."""
-    new = tuple.__new__  # Entry(...) without the NamedTuple constructor's Python frame
     if not with_stat:
-        kinds = _KINDS
-        return [new(Entry, (record[1:], kinds[record[0]], None)) for record in directory.entries()]
+        names, kinds = directory.entries()
+        # Entries made in C, with no Python code per entry.
+        return list(map(_NEW_ENTRY, zip(names, map(_KINDS.__getitem__, kinds), repeat(None))))
+    new = tuple.__new__  # Entry(...) without the NamedTuple constructor's Python frame
     entries: list[Entry] = []
     append = entries.append
     with directory.scandir() as it:
