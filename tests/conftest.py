@@ -11,7 +11,7 @@ import pytest
 from helpers import Tree, make_tree, snapshot
 from sandboxfs.binding import syscalls
 from sandboxfs.core import chokepoint
-from sandboxfs.fs import writes
+from sandboxfs.fs import trees, writes
 from sandboxfs.fs.sandbox import Sandbox
 
 
@@ -71,12 +71,23 @@ def _drop_reopen_identity_check() -> None:
     chokepoint.same_file = lambda a, b: True  # type: ignore[assignment]
 
 
+def _drop_change_time_from_tree_revisions() -> None:
+    def without_ctime(relative: str, kind: str, st: os.stat_result | None, target: str = "") -> str:
+        if st is None:
+            return f"{relative}\0{kind}\0\0\0{target}"
+        size = st.st_size if kind != "directory" else 0
+        return f"{relative}\0{kind}\0{size}\0{st.st_mtime_ns}\0{target}"
+
+    trees.describe_entry = without_ctime  # type: ignore[assignment]
+
+
 MUTANTS = {
     "drop-RESOLVE_BENEATH": _drop_beneath,
     "drop-RESOLVE_NO_XDEV": _drop_no_xdev,
     "drop-RESOLVE_NO_SYMLINKS-on-leaves": _drop_no_symlinks_on_leaves,
     "drop-rename-barrier": _drop_rename_barrier,
     "drop-reopen-identity-check": _drop_reopen_identity_check,
+    "drop-change-time-from-tree-revisions": _drop_change_time_from_tree_revisions,
 }
 
 
