@@ -239,7 +239,10 @@ def _ended(pid: int) -> bool:
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL])
 def test_the_servers_of_an_audit_end_with_it(tmp_path: Path, signum: int) -> None:
     """An auditor that is terminated (or killed) mid-case leaves no server running,
-    not even one that hangs in a call, ignores SIGTERM and outlives end of input."""
+    not even one that hangs in a call, ignores SIGTERM and outlives end of input; a
+    terminated one also removes its workspace and exits 143."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
     script = tmp_path / "hung_server.py"
     script.write_text(HUNG_SERVER)
     pidfile = tmp_path / "server.pid"
@@ -251,15 +254,18 @@ def test_the_servers_of_an_audit_end_with_it(tmp_path: Path, signum: int) -> Non
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-        env=server_env(),
+        env={**server_env(), "TMPDIR": str(scratch)},
     )
     try:
         _wait_for(lambda: pidfile.exists() and pidfile.read_text() != "", "the call to hang")
         server = int(pidfile.read_text())
         assert not _ended(server)
         auditor.send_signal(signum)
-        auditor.wait(timeout=120)
+        status = auditor.wait(timeout=120)
         _wait_for(lambda: _ended(server), f"server {server} to end after the auditor")
+        if signum == signal.SIGTERM:
+            assert status == 128 + signal.SIGTERM
+            assert list(scratch.iterdir()) == []
     finally:
         auditor.kill()
         auditor.wait()

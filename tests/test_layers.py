@@ -50,6 +50,8 @@ PATH_CALLS = {
     "audit/cases/path_syntax.py": "the auditor builds fixtures",
     "audit/cases/symlinks.py": "the auditor builds fixtures",
     "audit/cases/files.py": "the auditor builds fixtures",
+    "audit/cases/exhaustion.py": "the auditor builds fixtures",
+    "audit/cases/roots.py": "the auditor builds fixtures",
     "audit/cases/races.py": "the auditor builds fixtures",
     "audit/cases/leaks.py": "the auditor builds fixtures",
     "audit/harness.py": "the auditor builds and checks fixtures",

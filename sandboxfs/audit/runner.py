@@ -16,9 +16,10 @@ import argparse
 import fnmatch
 import functools
 import json
+import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -94,8 +95,11 @@ async def run_audit(
     log: Path | None,
     only: Sequence[str] = (),
     report: bool = True,
+    results: list[Result] | None = None,
 ) -> list[Result]:
-    results: list[Result] = []
+    """Run the chosen cases; each result is appended to ``results`` (a new list if
+    none is given) as its case ends, and the list is returned."""
+    results = [] if results is None else results
     with Workspace.create() as workspace:
         index = 0
         for category in categories:
@@ -126,6 +130,25 @@ async def run_audit(
                     if report:
                         _print(result)
     return results
+
+
+async def _unless_terminated(audit: Callable[[], Awaitable[object]]) -> bool:
+    """Run ``audit``; on SIGTERM cancel it, so that every server is stopped and the
+    workspace removed as on a normal end.  True if it was terminated."""
+    terminated = False
+    with trio.open_signal_receiver(signal.SIGTERM) as signals:
+        async with trio.open_nursery() as nursery:
+
+            async def watch() -> None:
+                nonlocal terminated
+                async for _ in signals:
+                    terminated = True
+                    nursery.cancel_scope.cancel()
+
+            nursery.start_soon(watch)
+            await audit()
+            nursery.cancel_scope.cancel()
+    return terminated
 
 
 def _chosen(case: Case, only: Sequence[str]) -> bool:
@@ -182,17 +205,20 @@ def main(argv: Sequence[str]) -> int:
         parser.error("no case matches --category and --only")
     if args.log is not None:
         args.log.write_text("")
-    results = trio.run(
-        functools.partial(
-            run_audit,
-            command,
-            era=args.era,
-            timeout=args.timeout,
-            categories=categories,
-            log=args.log,
-            only=only,
-        )
+    results: list[Result] = []
+    audit = functools.partial(
+        run_audit,
+        command,
+        era=args.era,
+        timeout=args.timeout,
+        categories=categories,
+        log=args.log,
+        only=only,
+        results=results,
     )
+    if trio.run(_unless_terminated, audit):
+        print(f"{summary(results)} before SIGTERM ended the audit")
+        return 128 + signal.SIGTERM
     print(summary(results))
     if args.json:
         args.json.write_text(json.dumps([asdict(r) for r in results], indent=2) + "\n")

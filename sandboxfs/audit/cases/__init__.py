@@ -18,7 +18,16 @@ __all__ = ["CASES", "CATEGORIES", "Case"]
 
 #: The category modules, in the order their cases run (and are numbered): each
 #: registers its cases in :data:`CASES` when imported.
-MODULES: Final = ("path_syntax", "symlinks", "files", "races", "leaks", "protocol", "roots")
+MODULES: Final = (
+    "path_syntax",
+    "symlinks",
+    "files",
+    "exhaustion",
+    "races",
+    "leaks",
+    "protocol",
+    "roots",
+)
 for _module in MODULES:
     importlib.import_module(f"{__name__}.{_module}")
 
