@@ -1289,6 +1289,16 @@ def git_describe() -> str:
     return run_text(["git", "-C", str(REPO), "describe", "--always", "--dirty"])
 
 
+def sandboxfs_source(cmd: list[str]) -> str | None:
+    """The directory ``python -m sandboxfs`` imports sandboxfs from (it depends on the
+    current directory), or None for another kind of command."""
+    if len(cmd) < 3 or cmd[1:3] != ["-m", "sandboxfs"]:
+        return None
+    code = "import os, sandboxfs; print(os.path.dirname(sandboxfs.__file__))"
+    found = run_text([cmd[0], "-c", code])
+    return None if found == "?" else found
+
+
 def reference_version(cmd: list[str]) -> str:
     """name@version from the package.json above the command's script, or "?"."""
     with contextlib.suppress(OSError, ValueError, KeyError, IndexError):
@@ -1310,7 +1320,10 @@ def machine_info(args: argparse.Namespace, load_start: str) -> str:
         named = f" ({ref})" if len(refs) > 1 else ""
         nodes.append(run_text([ref_cmd[0], "--version"]) + named)
         versions.append(reference_version(ref_cmd) + named)
-    git = f"{args.git_start} at start, {git_describe()} at end"
+    git = f"git {args.git_start} at start, {git_describe()} at end"
+    source = sandboxfs_source(sfs_cmd)
+    if source and not Path(source).resolve().is_relative_to(REPO):
+        git = f"imported from {source}, not from this work tree"
     return "\n".join(
         [
             f"CPU:        {cpu}; {os.cpu_count()} logical cores "
@@ -1320,7 +1333,7 @@ def machine_info(args: argparse.Namespace, load_start: str) -> str:
             f"Python:     {run_text([sfs_cmd[0], '--version'])} (sandboxfs), "
             f"{platform.python_version()} (bench driver)",
             *([f"Node:       {', '.join(nodes)}"] if refs else []),
-            f"sandboxfs:  {run_text([*sfs_cmd, '--version'])} (git {git})",
+            f"sandboxfs:  {run_text([*sfs_cmd, '--version'])} ({git})",
             *([f"reference:  {', '.join(versions)}"] if refs else []),
             f"Load avg:   {load_start} at start, {loadavg()} at end (1/5/15 min; other "
             "work on the machine adds noise)",

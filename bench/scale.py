@@ -365,7 +365,7 @@ def render(
                 )
     out = _table(head, rows, left=(0, 6, -1))
     out.append("")
-    out += summary(trees, sfs)
+    out += summary(trees, sfs, lim)
     out += [
         "µs/entry = time / the tree's entries (files + directories).  sandboxfs: a fresh "
         "server per workload and size, one verified warm-up call, then the median of the "
@@ -375,15 +375,22 @@ def render(
         "sandboxfs's time divided by the limit's.",
         f"RSS 'flat' (search and grep, whose answers are the same {HITS} results at every "
         f"size): peak RSS at the largest size <= {RSS_FLAT[0]:.2f}x the smallest's + "
-        f"{RSS_FLAT[1] // 1024} MiB.",
+        f"{RSS_FLAT[1] // 1024} MiB.  limits' ratio: the same cost-per-entry ratio for "
+        "each limit command (above 1: the machine itself slows down at that size, e.g. the "
+        "tree's file data no longer stays in the page cache).",
     ]
     if notes:
         out += ["", *notes]
     return "\n".join(out)
 
 
-def summary(trees: list[ScaleTree], sfs: dict[tuple[str, int], Cell]) -> list[str]:
-    """Smallest vs largest tree: cost per entry against the target, and peak RSS."""
+def summary(
+    trees: list[ScaleTree],
+    sfs: dict[tuple[str, int], Cell],
+    lim: dict[tuple[str, str, int], Cell],
+) -> list[str]:
+    """Smallest vs largest tree: cost per entry against the target (beside the limits' own
+    ratio: what the machine does at that size), and peak RSS."""
     small, large = trees[0], trees[-1]
     out: list[str] = []
     if len(trees) > 1:
@@ -394,6 +401,7 @@ def summary(trees: list[ScaleTree], sfs: dict[tuple[str, int], Cell]) -> list[st
             f"µs/entry {_short(large.files)}",
             label,
             f"target <= {PER_ENTRY_TARGET}x",
+            f"limits' {label}",
             f"peak RSS {_short(small.files)}",
             f"peak RSS {_short(large.files)}",
             "RSS",
@@ -408,6 +416,12 @@ def summary(trees: list[ScaleTree], sfs: dict[tuple[str, int], Cell]) -> list[st
                 r = (b.ms / large.entries) / (a.ms / small.entries)
                 ratio = f"{r:.2f}x"
                 verdict = "met" if r <= PER_ENTRY_TARGET else "missed"
+            theirs = []
+            for name, _, _ in wl.limits:
+                la, lb = lim.get((wl.key, name, small.files)), lim.get((wl.key, name, large.files))
+                if la and lb and la.ms and lb.ms:
+                    lr = (lb.ms / large.entries) / (la.ms / small.entries)
+                    theirs.append(f"{name.split()[0]} {lr:.2f}x")
             rss = "-"
             if a.hwm_kib and b.hwm_kib:
                 grew = b.hwm_kib - a.hwm_kib
@@ -423,13 +437,14 @@ def summary(trees: list[ScaleTree], sfs: dict[tuple[str, int], Cell]) -> list[st
                     _per_entry(b.ms, large),
                     ratio,
                     verdict,
+                    ", ".join(theirs) or "-",
                     _mib(a.hwm_kib),
                     _mib(b.hwm_kib),
                     rss,
                 )
             )
         if rows2:
-            out += _table(head2, rows2, left=(0, -1))
+            out += _table(head2, rows2, left=(0, 5, -1))
             out.append("")
     return out
 
