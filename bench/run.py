@@ -1561,6 +1561,7 @@ def scale_main(args: argparse.Namespace, command: str, root: Path, logdir: Path)
             timeout=args.timeout,
             logdir=logdir,
             limits=not args.no_limits,
+            json_path=args.json,
         )
     except KeyboardInterrupt:
         log("interrupted")

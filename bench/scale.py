@@ -470,6 +470,7 @@ def run_scale(
     timeout: float,
     logdir: Path,
     limits: bool = True,
+    json_path: str | None = None,
 ) -> tuple[str, bool]:
     """Make (or reuse) the trees, measure, and return (the report, whether all passed)."""
     notes: list[str] = []
@@ -526,4 +527,13 @@ def run_scale(
                     notes.append(f"{name}, {tree.files:,} files, FAILED: {exc}")
                 lim[(wl.key, name, tree.files)] = lc
                 log(f"  {wl.key:<8} {name:<24} {_ms(lc.ms):>9} ms  {lc.note}")
+    if json_path:
+        data = {
+            "trees": [{"files": t.files, "entries": t.entries, "hits": t.hits} for t in trees],
+            "sandboxfs": {f"{k}/{n}": c.__dict__ for (k, n), c in sfs.items()},
+            "limits": {f"{k}/{name}/{n}": c.__dict__ for (k, name, n), c in lim.items()},
+            "server": argv,
+            "notes": notes,
+        }
+        Path(json_path).write_text(json.dumps(data, indent=1))
     return render(trees, sfs, lim, notes), ok
