@@ -131,6 +131,8 @@ class Session:
     era: Era = "2025"
     #: Where the server's stderr goes (for a fresh copy of it too).
     log: Path | None = None
+    #: Whether a call got no answer in time (the server may still be busy with it).
+    hung: bool = False
     #: What a case that held has to say (a race: how long it attacked), for its line.
     notes: list[str] = field(default_factory=list)
 
@@ -153,6 +155,7 @@ class Session:
             except MCPError as exc:
                 reply = Reply(True, exc.error.message, exc.error.model_dump_json())
         if reply is None:
+            self.hung = True
             raise ServerHung(f"{tool} got no answer within {self.timeout:g} s")
         self.replies.append(({"tool": tool, **arguments}, reply))
         return reply

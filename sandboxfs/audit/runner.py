@@ -86,6 +86,39 @@ async def _run_case(case: Case, session: Session, workspace: Workspace, index: i
     return Result(case.id, status, reason, time.monotonic() - started)
 
 
+class _Server:
+    """The server a category's cases share: started for the first case, and again
+    after one that left it hung or silent."""
+
+    def __init__(
+        self,
+        command: Sequence[str],
+        workspace: Workspace,
+        era: Era,
+        timeout: float,
+        log: Path | None,
+    ) -> None:
+        self._start = functools.partial(connect, command, workspace.root, era, timeout, log)
+        self._stack: AsyncExitStack | None = None
+        self._session: Session | None = None
+
+    async def session(self) -> Session:
+        if self._session is None:
+            stack = AsyncExitStack()
+            try:
+                self._session = await stack.enter_async_context(self._start())
+            except BaseException:
+                await stack.aclose()
+                raise
+            self._stack = stack
+        return self._session
+
+    async def close(self) -> None:
+        stack, self._stack, self._session = self._stack, None, None
+        if stack is not None:
+            await stack.aclose()
+
+
 async def run_audit(
     command: Sequence[str],
     *,
@@ -103,32 +136,34 @@ async def run_audit(
     with Workspace.create() as workspace:
         index = 0
         for category in categories:
-            async with AsyncExitStack() as category_stack:
-                session: Session | None = None
+            server = _Server(command, workspace, era, timeout, log)
+            try:
                 for case in (c for c in CASES if c.category == category and _chosen(c, only)):
                     index += 1
-                    if session is None:
-                        try:
-                            session = await category_stack.enter_async_context(
-                                connect(command, workspace.root, era, timeout, log)
-                            )
-                        except Exception as exc:
-                            results.append(
-                                Result(case.id, "FAIL", f"server did not start: {exc}", 0)
-                            )
-                            continue
+                    try:
+                        session = await server.session()
+                    except Exception as exc:
+                        results.append(Result(case.id, "FAIL", f"server did not start: {exc}", 0))
+                        continue
                     if report and sys.stdout.isatty():  # the case under way, until its line
                         print(f"....  {case.id}", end="\r", flush=True)
                     result = await _run_case(case, session, workspace, index)
-                    if result.status != "SKIP" and not await session.alive():
+                    if session.hung:
+                        # A call is still occupying it (a blocked event loop, a busy
+                        # walk): the next case gets a fresh server, and this one goes.
+                        await server.close()
+                    elif result.status != "SKIP" and not await session.alive():
                         result.status = "FAIL"
                         result.reason = (result.reason + "; " if result.reason else "") + (
                             "the server stopped answering"
                         )
-                        session = None  # the next case starts a fresh server
+                        await server.close()  # the next case starts a fresh server
                     results.append(result)
                     if report:
                         _print(result)
+            finally:
+                with trio.CancelScope(shield=True):
+                    await server.close()
     return results
 
 

@@ -9,7 +9,7 @@ import os
 from typing import Final
 
 from sandboxfs.audit.cases.base import case, refused
-from sandboxfs.audit.harness import CaseSkipped, Fixture, Session
+from sandboxfs.audit.harness import CaseFailed, CaseSkipped, Fixture, Session
 
 
 def _sparse(fx: Fixture) -> str:
@@ -131,3 +131,61 @@ async def _deeper(s: Session, fx: Fixture) -> None:
             await s.call(tool, **arguments)
     finally:
         _remove_chain(fx)
+
+
+#: Glob patterns that are cheap to write and dear to match, each answered in bounded
+#: time or refused: (case name, what it is, the pattern).
+GLOB_BOMBS: Final = (
+    ("brackets", "10,000 unclosed brackets", "[" * 10_000),
+    ("nested-braces", "braces nested 2,000 deep", "{a," * 2000 + "b" + "}" * 2000),
+    ("brace-product", "40 brace pairs in a row (2^40 words)", "{a,b}" * 40),
+    ("brace-range", "a range of a billion", "{1..1000000000}"),
+    ("globstars", "1,000 ** in a row", "**/" * 1000 + "x"),
+    ("star-backtracking", "50 stars against long names", "*a" * 50 + "b"),
+)
+
+
+def _glob_arguments(s: Session) -> list[tuple[str, str, bool]]:
+    """Every (tool, argument, is a list) the server has that takes a pattern or glob,
+    on tools whose other required arguments are a path and a pattern."""
+    found = []
+    for name, tool in s.tools.items():
+        schema = tool.input_schema
+        properties: dict[str, dict[str, object]] = schema.get("properties", {})
+        required = set(schema.get("required", []))
+        for prop, spec in properties.items():
+            lowered = prop.lower()
+            if not any(word in lowered for word in ("pattern", "glob", "exclude", "include")):
+                continue
+            if spec.get("type") not in ("string", "array"):
+                continue
+            if required - {prop, "path", "pattern"}:
+                continue
+            found.append((name, prop, spec.get("type") == "array"))
+    return found
+
+
+def _glob_bomb(name: str, what: str, pattern: str) -> None:
+    @case("resource-exhaustion", f"glob-bomb-{name}")
+    async def run(s: Session, fx: Fixture) -> None:
+        targets = _glob_arguments(s)
+        if not targets:
+            raise CaseSkipped("the server has no tool that takes a glob pattern")
+        # Work for every pattern match: a hundred long names (and a directory).
+        for i in range(100):
+            (fx.root / f"{'a' * 200}{i:03d}").write_bytes(b"a\n")
+        (fx.root / "sub").mkdir()
+        for tool, prop, is_list in targets:
+            arguments: dict[str, object] = {"path": fx.rel()}
+            properties = s.tools[tool].input_schema.get("properties", {})
+            if prop != "pattern" and "pattern" in properties:
+                arguments["pattern"] = "*"
+            arguments[prop] = [pattern] if is_list else pattern
+            try:
+                await s.call(tool, **arguments)
+            except CaseFailed as exc:
+                raise CaseFailed(f"{tool} with {prop} = {what}: {exc}") from None
+
+
+for _name, _what, _pattern in GLOB_BOMBS:
+    _glob_bomb(_name, _what, _pattern)
