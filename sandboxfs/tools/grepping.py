@@ -11,16 +11,32 @@ as search_files: it never follows a symlink.  It stops early, and says so, at
 from __future__ import annotations
 
 import bisect
+import collections
+import os
+import queue
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, final
 
 import re2
 
+from sandboxfs.binding.syscalls import (
+    LEAF_BINARY,
+    LEAF_GONE,
+    LEAF_LATER,
+    LEAF_SEARCH,
+    LEAF_TEXT,
+    LeafBatch,
+    count_byte,
+    find,
+)
+from sandboxfs.core.chokepoint import Directory
 from sandboxfs.core.errors import InvalidArgument, LimitExceeded, SandboxError
 from sandboxfs.core.names import quote_path, structured_path
 from sandboxfs.fs.files import OpenFile
+from sandboxfs.fs.walks import TreeWalk
 from sandboxfs.tools.globs import Glob, GlobError, compile_glob
 from sandboxfs.tools.spec import READ_ONLY, CallContext, Param, Progress, ToolResult, ToolSpec
 from sandboxfs.tools.walking import Walker
@@ -31,6 +47,14 @@ _BINARY_PROBE: Final = 8192
 _BLOCK: Final = 4 * 1024 * 1024
 #: Longest line text reported; longer lines are cut with an ellipsis.
 _LINE_SHOWN: Final = 500
+#: The files of one directory are opened, checked and read in C, this many bytes and
+#: names at a time; a longer file is searched block by block in Python.
+_BATCH_BYTES: Final = 1024 * 1024
+_BATCH_NAMES: Final = 256
+#: Runs of files (a directory's files between two of its subdirectories) read ahead
+#: of the search, at most.
+_READ_AHEAD: Final = 16
+_NEWLINE: Final = 0x0A
 
 
 class _Matcher:
@@ -52,6 +76,12 @@ class _Matcher:
             detail = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
             detail = detail.replace("(?m)", "")
             raise InvalidArgument(f"Invalid regular expression {pattern!r}: {detail}") from None
+
+    def any_hit(self, buffer: bytes | bytearray | memoryview, start: int, end: int) -> bool:
+        """Whether ``buffer[start:end]``, searched as a block of its own, has a match."""
+        if self.literal is not None:
+            return find(buffer, self.literal, start, end) >= 0
+        return self.compiled.search(memoryview(buffer)[start:end]) is not None
 
     def hits(self, block: bytes) -> Iterator[int]:
         """Start offsets of matches in ``block`` (at most one per line)."""
@@ -110,37 +140,90 @@ class _Search:
         self, f: OpenFile, shown_path: str, seconds: float, exact_path: str | None = None
     ) -> None:
         """Search one file; its lines are reported as ``shown_path`` (and as
-        ``exact_path`` in structured content, when that differs)."""
-        exact = exact_path or shown_path
+        ``exact_path`` in structured content, when that differs).
+
+        Blocks of ``_BLOCK`` bytes are read into one buffer; each block searched
+        ends at its last newline (the rest is carried into the next block), and
+        only a block with a match is copied out and split into lines."""
+        paths = (shown_path, exact_path or shown_path)
         # A file smaller than a block is read at once (a short read means its end).
         size = min(_BLOCK, f.stat.st_size + 1)
+        # Room for a block and what a block carries over (the start of a line).
+        buffer = bytearray(size if size > f.stat.st_size else 2 * size)
+        carried = 0  # bytes at the start of the buffer carried over from the last block
         line_number = 0  # lines before the current block
-        carry = b""
         first = True
         while not self.full():
-            chunk = f.file.read(size)
+            if len(buffer) < carried + size:  # a line longer than a block: grow
+                buffer = buffer[:carried] + bytearray(max(size, carried))
+            with memoryview(buffer) as view:
+                got = f.file.readinto(view[carried : carried + size]) or 0
             if first:
                 first = False
-                if b"\0" in chunk[:_BINARY_PROBE]:
+                if buffer.find(b"\0", 0, min(got, _BINARY_PROBE)) >= 0:
                     self.binary_skipped += 1
                     return
                 self.files_searched += 1
-            block = carry + chunk if carry else chunk
-            if not chunk or len(chunk) < size:
-                if block:
-                    self._block(block, line_number, (shown_path, exact))
+            end = carried + got
+            if got < size:
+                if end:
+                    self._region(buffer, end, line_number, paths)
                 return
-            cut = block.rfind(b"\n") + 1
+            cut = buffer.rfind(b"\n", 0, end) + 1
             if cut == 0:
-                carry = block
+                carried = end
                 continue
-            self._block(block[:cut], line_number, (shown_path, exact))
-            line_number += block.count(b"\n", 0, cut)
-            carry = block[cut:]
+            self._region(buffer, cut, line_number, paths)
+            line_number += count_byte(buffer, _NEWLINE, 0, cut)
+            carried = end - cut
+            buffer[:carried] = buffer[cut:end]
             if self.progress is not None:
                 self.progress(f.file.tell(), f.stat.st_size, "bytes searched")
             if self.out_of_time(seconds):
                 return
+
+    def _region(self, buffer: bytearray, end: int, before: int, paths: tuple[str, str]) -> None:
+        """Search ``buffer[:end]`` as one block."""
+        if self.matcher.any_hit(buffer, 0, end):
+            self._block(bytes(buffer[:end]), before, paths)
+
+    def search_run(self, run: _Run, tree: TreeWalk, prefix: str, seconds: float) -> None:
+        """Count or search each file of a run that has been read, in order, until the
+        results are full; a file longer than a read is searched by :meth:`search_file`."""
+        kinds = run.kinds
+        if (
+            self.matcher.literal is not None
+            and LEAF_SEARCH not in kinds
+            and LEAF_LATER not in kinds
+        ):
+            # No file can match, so none fills the results: count them at once.
+            self.files_searched += kinds.count(LEAF_TEXT)
+            self.binary_skipped += kinds.count(LEAF_BINARY)
+            return
+        prefiltered = self.matcher.literal is not None
+        files = run.files
+        for index, kind in enumerate(kinds):
+            if self.full():
+                return
+            if kind == LEAF_TEXT:
+                self.files_searched += 1
+            elif kind == LEAF_BINARY:
+                self.binary_skipped += 1
+            elif kind == LEAF_SEARCH:
+                self.files_searched += 1
+                data = run.kept[index]
+                if data and (prefiltered or self.matcher.any_hit(data, 0, len(data))):
+                    relative = files[index][0]
+                    paths = (_shown_path(prefix, relative), _exact_path(prefix, relative))
+                    self._block(data, 0, paths)
+            elif kind == LEAF_LATER:
+                relative = files[index][0]
+                shown = _shown_path(prefix, relative)
+                try:
+                    with tree.open_file(tuple(relative.split("/")), shown) as f:
+                        self.search_file(f, shown, seconds, _exact_path(prefix, relative))
+                except SandboxError:
+                    continue  # vanished or unreadable meanwhile: not a match
 
     def _block(self, block: bytes, before: int, paths: tuple[str, str]) -> None:
         shown_path, exact_path = paths
@@ -225,40 +308,221 @@ def grep_files(
     )
 
 
-def _walk(ctx: CallContext, walker: Walker, search: _Search, name_filter: Glob | None) -> None:
-    path = walker.path
-    prefix = path.rstrip("/") or "/"
-    pending: list[Iterator[tuple[str, Any]]] = []
-    try:
-        pending.append(iter(walker.children(()) or []))
-        while pending and not search.full():
-            if search.out_of_time(ctx.limits.search_seconds):
+def _shown_path(prefix: str, relative: str) -> str:
+    return f"{prefix}/{quote_path(relative)}" if prefix != "/" else f"/{relative}"
+
+
+def _exact_path(prefix: str, relative: str) -> str:
+    return f"{prefix}/{structured_path(relative)}" if prefix != "/" else f"/{relative}"
+
+
+@final
+class _Run:
+    """The files of one directory between two of its subdirectories (``files``:
+    relative path and name, in walk order), read in C by whichever thread claims the
+    run (``claim``), the searching thread or the helper; ``read`` is set once they
+    are, with a kind for each file (``kinds``) and the bytes of each to search
+    (``kept``)."""
+
+    __slots__ = ("claim", "directory", "error", "files", "kept", "kinds", "read", "shown")
+
+    def __init__(
+        self, directory: Directory | None, files: list[tuple[str, str]], shown: str
+    ) -> None:
+        self.directory = directory
+        self.files = files
+        self.shown = shown
+        self.claim = threading.Lock()
+        self.read = threading.Event()
+        self.kinds = b""
+        self.kept: dict[int, bytes] = {}
+        self.error: BaseException | None = None
+
+    def read_files(self, batch: LeafBatch, needle: bytes) -> None:
+        """Read the files (by the thread that claimed the run), then close the directory."""
+        try:
+            if self.directory is None:  # vanished or unreadable: none of its files is there
+                self.kinds = bytes([LEAF_GONE]) * len(self.files)
                 return
-            item = next(pending[-1], None)
-            if item is None:
-                pending.pop()
-                continue
-            relative, entry = item
-            if entry.kind == "directory":
-                below = walker.children(tuple(relative.split("/")))
-                if below:
-                    pending.append(iter(below))
-                continue
+            names = [os.fsencode(name) + b"\0" for _, name in self.files]
+            parts: list[bytes] = []
+            done = 0
+            while done < len(names):
+                count = self.directory.read_files(
+                    batch,
+                    b"".join(names[done : done + batch.slots]),
+                    block=_BLOCK,
+                    probe=_BINARY_PROBE,
+                    needle=needle,
+                )
+                kinds = batch.kinds(count)
+                if LEAF_SEARCH in kinds:
+                    spans, view = batch.spans, batch.view
+                    for index, kind in enumerate(kinds):
+                        if kind == LEAF_SEARCH:
+                            start = spans[2 * index]
+                            data = bytes(view[start : start + spans[2 * index + 1]])
+                            self.kept[done + index] = data
+                parts.append(kinds)
+                done += count
+            self.kinds = b"".join(parts)
+        except BaseException as exc:  # raised again in the searching thread
+            self.error = exc
+        finally:
+            if self.directory is not None:
+                self.directory.close()
+            self.read.set()
+
+
+@final
+class _Reader:
+    """Runs read ahead of the search, in walk order, by one helper thread (started
+    when a second run is waiting) and by the searching thread, which reads a run
+    itself rather than wait.  The helper only reads (C, the GIL released); every
+    directory is opened, and every result searched, in the searching thread, so the
+    answer is the one a single thread gives.  The searching thread marks each wait
+    as a step of the call's watch (the helper never touches the watch)."""
+
+    def __init__(self, tree: TreeWalk, needle: bytes) -> None:
+        self.tree = tree
+        self.needle = needle
+        self.pending: collections.deque[_Run] = collections.deque()
+        self._queue: queue.SimpleQueue[_Run | None] = queue.SimpleQueue()
+        self._helper: threading.Thread | None = None
+        self._batch: LeafBatch | None = None
+
+    def submit(self, rel: tuple[str, ...], files: list[tuple[str, str]], shown: str) -> None:
+        try:
+            directory: Directory | None = self.tree.directory(rel, shown)
+        except SandboxError:
+            directory = None
+        run = _Run(directory, files, shown)
+        self.pending.append(run)
+        if len(self.pending) > 1:
+            if self._helper is None:
+                self._helper = threading.Thread(
+                    target=self._help, name="sandboxfs grep reader", daemon=True
+                )
+                self._helper.start()
+            self._queue.put(run)
+
+    def _help(self) -> None:
+        batch = LeafBatch(_BATCH_BYTES, _BATCH_NAMES)
+        while (run := self._queue.get()) is not None:
+            if run.claim.acquire(blocking=False):
+                run.read_files(batch, self.needle)
+
+    def _read_here(self, run: _Run) -> None:
+        if self._batch is None:
+            self._batch = LeafBatch(_BATCH_BYTES, _BATCH_NAMES)
+        with self.tree.ctx.watch.step(run.shown):
+            run.read_files(self._batch, self.needle)
+
+    def next(self) -> _Run:
+        """The oldest run, read."""
+        run = self.pending.popleft()
+        if run.claim.acquire(blocking=False):
+            self._read_here(run)
+        else:
+            for other in reversed(self.pending):  # the helper has it: read a later one
+                if run.read.is_set():
+                    break
+                if other.claim.acquire(blocking=False):
+                    self._read_here(other)
+            with self.tree.ctx.watch.step(run.shown):
+                run.read.wait()
+        if run.error is not None:
+            raise run.error
+        return run
+
+    def close(self) -> None:
+        """Stop the helper; close what was opened and never read (wait for what it reads)."""
+        if self._helper is not None:
+            self._queue.put(None)
+        for run in self.pending:
+            if run.claim.acquire(blocking=False):
+                if run.directory is not None:
+                    run.directory.close()
+            else:
+                with self.tree.ctx.watch.step(run.shown):
+                    run.read.wait()
+        self.pending.clear()
+
+
+def _runs(
+    walker: Walker, name_filter: Glob | None
+) -> Iterator[tuple[tuple[str, ...], list[tuple[str, str]]]]:
+    """The files to search, depth first in byte order, as runs: the files of one
+    directory between two of its subdirectories (relative path and name), with the
+    directory.  Raises LimitExceeded where the walk reaches a limit."""
+    by_path = name_filter is not None and "/" in (name_filter.pattern or "")
+    # Each level: the directory, its entries, and the index of the next one.
+    pending: list[tuple[tuple[str, ...], list[tuple[str, Any]], list[int]]] = [
+        ((), walker.children(()) or [], [0])
+    ]
+    while pending:
+        rel, entries, cursor = pending[-1]
+        at = cursor[0]
+        if at >= len(entries):
+            pending.pop()
+            continue
+        entry = entries[at][1]
+        if entry.kind == "directory":
+            cursor[0] = at + 1
+            inner = (*rel, entry.name)
+            below = walker.children(inner)
+            if below:
+                pending.append((inner, below, [0]))
+            continue
+        run: list[tuple[str, str]] = []
+        while at < len(entries) and (entry := entries[at][1]).kind != "directory":
+            relative = entries[at][0]
+            at += 1
             if entry.kind != "file":
                 continue
-            if name_filter is not None:
-                subject = relative if "/" in (name_filter.pattern or "") else entry.name
-                if not name_filter.matches(subject):
-                    continue
-            shown = f"{prefix}/{quote_path(relative)}" if prefix != "/" else f"/{relative}"
-            exact = f"{prefix}/{structured_path(relative)}" if prefix != "/" else f"/{relative}"
-            try:
-                with walker.tree.open_file(tuple(relative.split("/")), shown) as f:
-                    search.search_file(f, shown, ctx.limits.search_seconds, exact)
-            except SandboxError:
-                continue  # vanished or unreadable meanwhile: not a match
-    except LimitExceeded as exc:
-        search.stopped = str(exc)
+            if name_filter is not None and not name_filter.matches(
+                relative if by_path else entry.name
+            ):
+                continue
+            run.append((relative, entry.name))
+        cursor[0] = at
+        if run:
+            yield rel, run
+
+
+def _walk(ctx: CallContext, walker: Walker, search: _Search, name_filter: Glob | None) -> None:
+    """Search the runs of the walk in walk order, each read ahead (:class:`_Reader`)
+    while the walk goes on, at most ``_READ_AHEAD`` runs ahead of the search."""
+    prefix = walker.path.rstrip("/") or "/"
+    seconds = ctx.limits.search_seconds
+    reader = _Reader(walker.tree, search.matcher.literal or b"")
+
+    def stop() -> bool:
+        return search.full() or search.out_of_time(seconds)
+
+    limit: LimitExceeded | None = None
+    try:
+        try:
+            for rel, files in _runs(walker, name_filter):
+                if stop():
+                    return
+                shown = _shown_path(prefix, "/".join(rel)) if rel else walker.path
+                reader.submit(rel, files, shown)
+                pending = reader.pending
+                while pending and (len(pending) > _READ_AHEAD or pending[0].read.is_set()):
+                    search.search_run(reader.next(), walker.tree, prefix, seconds)
+                    if stop():
+                        return
+        except LimitExceeded as exc:
+            limit = exc  # what was walked before it is searched first
+        while reader.pending:
+            if stop():
+                return
+            search.search_run(reader.next(), walker.tree, prefix, seconds)
+        if limit is not None and not stop():
+            search.stopped = str(limit)
+    finally:
+        reader.close()
 
 
 GREP_FILES = ToolSpec(

@@ -1,0 +1,257 @@
+"""The grep_files of commit 2f15ed6, before its reads moved into C: the oracle the
+differential tests in test_grep_scan.py compare today's grep_files with.  Kept as it
+was (only this docstring, and the imports its tool declaration needed, changed): its
+output is the contract.
+"""
+
+from __future__ import annotations
+
+import bisect
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import re2
+
+from sandboxfs.core.errors import InvalidArgument, LimitExceeded, SandboxError
+from sandboxfs.core.names import quote_path, structured_path
+from sandboxfs.fs.files import OpenFile
+from sandboxfs.tools.globs import Glob, GlobError, compile_glob
+from sandboxfs.tools.spec import CallContext, Progress, ToolResult
+from sandboxfs.tools.walking import Walker
+
+#: Bytes inspected to decide that a file is binary.
+_BINARY_PROBE: Final = 8192
+#: Bytes searched at once; a block always ends at a line boundary.
+_BLOCK: Final = 4 * 1024 * 1024
+#: Longest line text reported; longer lines are cut with an ellipsis.
+_LINE_SHOWN: Final = 500
+
+
+class _Matcher:
+    """Finds matching lines in a block of bytes, with RE2 or a plain substring search."""
+
+    def __init__(self, pattern: str, *, regex: bool, case_sensitive: bool) -> None:
+        if pattern == "":
+            raise InvalidArgument("pattern must not be empty")
+        options = re2.Options()
+        options.log_errors = False
+        options.case_sensitive = case_sensitive
+        self.literal = None if regex or not case_sensitive else pattern.encode("utf-8")
+        # (?m): ^ and $ match at line boundaries, as in grep.
+        source = "(?m)" + pattern if regex else re2.escape(pattern)
+        try:
+            self.compiled = re2.compile(source.encode("utf-8"), options=options)
+        except re2.error as exc:
+            raw = exc.args[0] if exc.args else b""
+            detail = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
+            detail = detail.replace("(?m)", "")
+            raise InvalidArgument(f"Invalid regular expression {pattern!r}: {detail}") from None
+
+    def hits(self, block: bytes) -> Iterator[int]:
+        """Start offsets of matches in ``block`` (at most one per line)."""
+        if self.literal is not None:
+            start = 0
+            while (at := block.find(self.literal, start)) >= 0:
+                yield at
+                start = block.find(b"\n", at)
+                if start < 0:
+                    return
+            return
+        position = 0
+        while position <= len(block):
+            found = self.compiled.search(block, position)
+            if found is None:
+                return
+            yield found.start()
+            newline = block.find(b"\n", found.start())
+            if newline < 0:
+                return
+            position = newline + 1
+
+
+def _shown(line: bytes) -> str:
+    text = line.decode("utf-8", "replace").removesuffix("\r")
+    return text if len(text) <= _LINE_SHOWN else text[:_LINE_SHOWN] + "…"
+
+
+@dataclass
+class _Search:
+    """The state of one grep_files call."""
+
+    matcher: _Matcher
+    context: int
+    max_results: int
+    deadline: float
+    lines: list[str] = field(default_factory=list)
+    matches: list[dict[str, Any]] = field(default_factory=list)
+    files_searched: int = 0
+    binary_skipped: int = 0
+    stopped: str | None = None
+    #: Hears the bytes searched of a single file (a walk reports its entries instead).
+    progress: Progress | None = None
+
+    def full(self) -> bool:
+        return len(self.matches) >= self.max_results
+
+    def out_of_time(self, seconds: float) -> bool:
+        """True (and the reason noted) once the time budget is spent."""
+        if time.monotonic() <= self.deadline:
+            return False
+        self.stopped = f"stopped after {seconds:g} s; narrow path or use glob"
+        return True
+
+    def search_file(
+        self, f: OpenFile, shown_path: str, seconds: float, exact_path: str | None = None
+    ) -> None:
+        """Search one file; its lines are reported as ``shown_path`` (and as
+        ``exact_path`` in structured content, when that differs)."""
+        exact = exact_path or shown_path
+        # A file smaller than a block is read at once (a short read means its end).
+        size = min(_BLOCK, f.stat.st_size + 1)
+        line_number = 0  # lines before the current block
+        carry = b""
+        first = True
+        while not self.full():
+            chunk = f.file.read(size)
+            if first:
+                first = False
+                if b"\0" in chunk[:_BINARY_PROBE]:
+                    self.binary_skipped += 1
+                    return
+                self.files_searched += 1
+            block = carry + chunk if carry else chunk
+            if not chunk or len(chunk) < size:
+                if block:
+                    self._block(block, line_number, (shown_path, exact))
+                return
+            cut = block.rfind(b"\n") + 1
+            if cut == 0:
+                carry = block
+                continue
+            self._block(block[:cut], line_number, (shown_path, exact))
+            line_number += block.count(b"\n", 0, cut)
+            carry = block[cut:]
+            if self.progress is not None:
+                self.progress(f.file.tell(), f.stat.st_size, "bytes searched")
+            if self.out_of_time(seconds):
+                return
+
+    def _block(self, block: bytes, before: int, paths: tuple[str, str]) -> None:
+        shown_path, exact_path = paths
+        hits = list(self.matcher.hits(block))
+        if not hits:
+            return
+        lines = block.split(b"\n")
+        if lines and lines[-1] == b"":
+            lines.pop()
+        starts = [0]
+        for line in lines[:-1]:
+            starts.append(starts[-1] + len(line) + 1)
+        last_printed = -1
+        for hit in hits:
+            index = bisect.bisect_right(starts, hit) - 1
+            if self.full():
+                break
+            number = before + index + 1
+            lo = max(0, index - self.context)
+            hi = min(len(lines), index + self.context + 1)
+            if self.context and self.lines and lo > last_printed + 1:
+                self.lines.append("--")
+            for k in range(max(lo, last_printed + 1), hi):
+                mark = ":" if k == index else "-"
+                self.lines.append(f"{shown_path}{mark}{before + k + 1}{mark}{_shown(lines[k])}")
+            last_printed = max(last_printed, hi - 1)
+            self.matches.append(
+                {
+                    "path": exact_path,
+                    "line": number,
+                    "text": _shown(lines[index]),
+                    "before": [_shown(x) for x in lines[lo:index]],
+                    "after": [_shown(x) for x in lines[index + 1 : hi]],
+                }
+            )
+
+
+def grep_files(
+    ctx: CallContext,
+    /,
+    pattern: str,
+    *,
+    path: str = ".",
+    regex: bool = False,
+    glob: str | None = None,
+    context: int = 0,
+    maxResults: int = 50,
+    caseSensitive: bool = True,
+) -> ToolResult:
+    matcher = _Matcher(pattern, regex=regex, case_sensitive=caseSensitive)
+    name_filter: Glob | None = None
+    if glob is not None:
+        try:
+            name_filter = compile_glob(glob)
+        except GlobError as exc:
+            raise InvalidArgument(f"Invalid glob pattern: {exc}") from None
+    search = _Search(matcher, context, maxResults, time.monotonic() + ctx.limits.search_seconds)
+    target = ctx.sandbox.search_target(path)
+    if isinstance(target, OpenFile):
+        if ctx.wants_progress:
+            search.progress = ctx.progress
+        with target:
+            search.search_file(target, path, ctx.limits.search_seconds)
+    else:
+        _walk(ctx, Walker(ctx, path, "grep_files", tree=target), search, name_filter)
+    if search.stopped is None and search.full():
+        search.stopped = (
+            f"stopped after {maxResults} matches; raise maxResults or narrow the search"
+        )
+    text = "\n".join(search.lines) if search.lines else "No matches found"
+    if search.stopped:
+        text += f"\n[{search.stopped}]"
+    return ToolResult(
+        text=text,
+        structured={
+            "matches": search.matches,
+            "filesSearched": search.files_searched,
+            "binaryFilesSkipped": search.binary_skipped,
+            "complete": search.stopped is None,
+            "stoppedReason": search.stopped,
+        },
+    )
+
+
+def _walk(ctx: CallContext, walker: Walker, search: _Search, name_filter: Glob | None) -> None:
+    path = walker.path
+    prefix = path.rstrip("/") or "/"
+    pending: list[Iterator[tuple[str, Any]]] = []
+    try:
+        pending.append(iter(walker.children(()) or []))
+        while pending and not search.full():
+            if search.out_of_time(ctx.limits.search_seconds):
+                return
+            item = next(pending[-1], None)
+            if item is None:
+                pending.pop()
+                continue
+            relative, entry = item
+            if entry.kind == "directory":
+                below = walker.children(tuple(relative.split("/")))
+                if below:
+                    pending.append(iter(below))
+                continue
+            if entry.kind != "file":
+                continue
+            if name_filter is not None:
+                subject = relative if "/" in (name_filter.pattern or "") else entry.name
+                if not name_filter.matches(subject):
+                    continue
+            shown = f"{prefix}/{quote_path(relative)}" if prefix != "/" else f"/{relative}"
+            exact = f"{prefix}/{structured_path(relative)}" if prefix != "/" else f"/{relative}"
+            try:
+                with walker.tree.open_file(tuple(relative.split("/")), shown) as f:
+                    search.search_file(f, shown, ctx.limits.search_seconds, exact)
+            except SandboxError:
+                continue  # vanished or unreadable meanwhile: not a match
+    except LimitExceeded as exc:
+        search.stopped = str(exc)
