@@ -14,11 +14,14 @@ import trio
 from sandboxfs.audit.attacker import AttackerProcess, Tally, prepare
 from sandboxfs.audit.cases.base import (
     case,
+    size_pattern,
 )
 from sandboxfs.audit.harness import (
+    CANARY_SIZE,
     CaseFailed,
     CaseSkipped,
     Fixture,
+    Reply,
     Session,
 )
 
@@ -36,12 +39,17 @@ def _prepared(kind: str) -> Callable[[Fixture], None]:
 
 
 async def _race(
-    kind: str, s: Session, fx: Fixture, calls: list[tuple[str, dict[str, object]]]
+    kind: str,
+    s: Session,
+    fx: Fixture,
+    calls: list[tuple[str, dict[str, object]]],
+    shows_outside: Callable[[Reply], bool] | None = None,
 ) -> None:
     """Call the tools in turn while the ``kind`` attacker changes the tree, until an
     escape is seen (outside content in a reply, or an outside file changed) or the
-    bound (:data:`RACE_CALLS` calls, :data:`RACE_SECONDS`) is reached.  An attacker
-    that made no change proves nothing: the case then fails as an error."""
+    bound (:data:`RACE_CALLS` calls, :data:`RACE_SECONDS`) is reached; a reply for
+    which ``shows_outside`` holds is an escape too.  An attacker that made no change
+    proves nothing: the case then fails as an error."""
     if not any(s.has(tool) for tool, _ in calls):
         raise CaseSkipped(f"the server has none of {', '.join(sorted({t for t, _ in calls}))}")
     before = _outside_state(fx.outside)
@@ -51,6 +59,7 @@ async def _race(
     attacker = await trio.to_thread.run_sync(AttackerProcess, kind, fx.root, fx.outside)
     made = 0
     escaped = False
+    described: tuple[str, Reply] | None = None  # a reply that shows_outside held for
     try:
         deadline = trio.current_time() + RACE_SECONDS
         for i in range(RACE_CALLS):
@@ -59,7 +68,13 @@ async def _race(
                 continue
             reply = await s.call(tool, **json.loads(json.dumps(arguments).replace("{i}", str(i))))
             made += 1
-            if (token is not None and token in reply.raw) or _outside_state(fx.outside) != before:
+            if shows_outside is not None and shows_outside(reply):
+                described = (tool, reply)
+            if (
+                (token is not None and token in reply.raw)
+                or described is not None
+                or _outside_state(fx.outside) != before
+            ):
                 escaped = True
                 break
             if trio.current_time() > deadline:
@@ -74,6 +89,9 @@ async def _race(
     s.notes.append(
         f"{'escaped' if escaped else 'held'} after {made} calls against {tally.swaps} changes"
     )
+    if described is not None:
+        tool, reply = described
+        raise CaseFailed(f"{tool} answered about the file outside: {reply.text[:160]!r}")
 
 
 def _outside_state(outside: Path) -> dict[str, tuple[int, int, int]]:
@@ -169,4 +187,28 @@ async def _race_hardlink(s: Session, fx: Fixture) -> None:
             ("append_file", {"path": fx.rel("h"), "content": "appended"}),
             ("edit_file", {"path": fx.rel("h"), "edits": [{"oldText": "w", "newText": "w"}]}),
         ],
+    )
+
+
+@case("races", "symlink-flipped-within-one-call", _prepared("swap-file"))
+async def _race_within_call(s: Session, fx: Fixture) -> None:
+    """A name flipped between an inside file and a symlink to outside while one call
+    checks it and then uses it: a successful answer must never describe the outside
+    file (its size, its path).  (A refusal naming the link's target is a leak the
+    harness reports too, but not this race.)"""
+    outside = str(fx.base / "outside")
+    sized = size_pattern(CANARY_SIZE)
+
+    def shows_outside(reply: Reply) -> bool:
+        return not reply.error and (outside in reply.raw or bool(sized.search(reply.text)))
+
+    await _race(
+        "swap-file",
+        s,
+        fx,
+        [
+            ("get_file_info", {"path": fx.rel("f")}),
+            ("get_file_info", {"path": fx.rel("f-link")}),
+        ],
+        shows_outside,
     )
