@@ -82,14 +82,26 @@ def test_sandboxfs_passes_its_own_audit(tmp_path: Path, era: str) -> None:
         "leaks",
         "protocol",
         "roots",
+        "sidecar",
     }
 
 
 WEAK_SERVER = """
-import os, sys
+import http.server, os, sys, threading
 from mcp.server.mcpserver import MCPServer
 root = os.path.realpath(sys.argv[1])
 app = MCPServer("weak")
+
+class Open(http.server.BaseHTTPRequestHandler):  # a sidecar on every address, no token
+    def do_POST(self):
+        self.send_response(200)
+        self.end_headers()
+    do_GET = do_POST
+    def log_message(self, *args):
+        pass
+
+sidecar = http.server.ThreadingHTTPServer(("0.0.0.0", 0), Open)
+threading.Thread(target=sidecar.serve_forever, daemon=True).start()
 
 def check(path):  # the classic mistake: a string prefix test, then use the string
     full = os.path.abspath(path)
@@ -120,6 +132,8 @@ def test_the_audit_catches_a_weak_server(tmp_path: Path) -> None:
         "path-syntax",
         "--category",
         "symlinks",
+        "--category",
+        "sidecar",
         "--junit",
         str(tmp_path / "audit.xml"),
         "--sarif",
@@ -130,6 +144,7 @@ def test_the_audit_catches_a_weak_server(tmp_path: Path) -> None:
     failed = {r["case"] for r in results if r["status"] == "FAIL"}
     assert "path-syntax/prefix-sibling" in failed  # "/x/root-evil" starts with "/x/root"
     assert "symlinks/read-read_text_file" in failed  # symlinks are followed out
+    assert "sidecar/no-open-listener-beyond-loopback" in failed  # 0.0.0.0, no token
     assert "failed" in output.splitlines()[-1]
     # The CI reports say the same as the JSON one.
     suites = ET.parse(tmp_path / "audit.xml").getroot()

@@ -52,6 +52,7 @@ PATH_CALLS = {
     "audit/cases/files.py": "the auditor builds fixtures",
     "audit/cases/exhaustion.py": "the auditor builds fixtures",
     "audit/cases/roots.py": "the auditor builds fixtures",
+    "audit/cases/sidecar.py": "the auditor reads /proc for the server's listening sockets",
     "audit/cases/races.py": "the auditor builds fixtures",
     "audit/cases/leaks.py": "the auditor builds fixtures",
     "audit/harness.py": "the auditor builds and checks fixtures",

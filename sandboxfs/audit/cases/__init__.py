@@ -27,6 +27,7 @@ MODULES: Final = (
     "leaks",
     "protocol",
     "roots",
+    "sidecar",
 )
 for _module in MODULES:
     importlib.import_module(f"{__name__}.{_module}")
