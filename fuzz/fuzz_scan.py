@@ -163,7 +163,7 @@ def _model(name: str, content: bytes, block: int, probe: int, arena: int, needle
     if data is None:
         return "gone"
     want = min(block, len(data) + 1)
-    if want > arena or len(data) >= block:
+    if want + 1 > arena or len(data) >= block:  # the file and the newline after it
         return "later"
     if b"\0" in data[:probe]:
         return "binary"
@@ -208,6 +208,7 @@ def read_mode(settings: bytes, payload: bytes) -> None:
             kept = bytes(batch.view[start : start + length])
             if want == "search":
                 assert kept == (content if name == "f0" else FILES[name]), name
+                assert batch.view[start + length] == ord("\n")  # no line joins the next file
             else:
                 assert (start, length) == (0, 0), name
             assert CANARY not in kept

@@ -138,22 +138,17 @@ static int open_leaf(int dirfd, const char *name, uint64_t flags, uint64_t resol
     }
 }
 
-/* Read up to `want` bytes at `to`: how many (fewer only at the end of the file), or -errno. */
-static int64_t read_up_to(int fd, char *to, int64_t want)
+/* One read(2) of up to `want` bytes at `to` (retried only on EINTR): how many, or
+ * -errno.  A short read is the end of the file, as for Python's FileIO.read. */
+static int64_t read_once(int fd, char *to, int64_t want)
 {
-    int64_t got = 0;
-    while (got < want) {
-        ssize_t n = read(fd, to + got, (size_t)(want - got));
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
+    for (;;) {
+        ssize_t n = read(fd, to, (size_t)want);
+        if (n >= 0)
+            return n;
+        if (errno != EINTR)
             return -errno;
-        }
-        if (n == 0)
-            break;
-        got += n;
     }
-    return got;
 }
 
 int64_t sfs_read_leaves(int dirfd, const char *names, int64_t names_len, uint64_t flags,
@@ -199,15 +194,15 @@ int64_t sfs_read_leaves(int dirfd, const char *names, int64_t names_len, uint64_
             goto next;
         }
         int64_t want = st.st_size < block ? (int64_t)st.st_size + 1 : block;
-        if (want > arena_len) {
+        if (want + 1 > arena_len) { /* the file, and the newline after it */
             close(fd); /* SFS_LEAF_LATER: longer than a read may be */
             goto next;
         }
-        if (want > arena_len - used) {
+        if (want + 1 > arena_len - used) {
             close(fd);
             break; /* the caller calls again with this name first */
         }
-        int64_t got = read_up_to(fd, arena + used, want);
+        int64_t got = read_once(fd, arena + used, want);
         close(fd);
         if (got < 0 || got == want) {
             /* SFS_LEAF_LATER: a read failed, or the file is longer than one read may be. */
@@ -223,7 +218,8 @@ int64_t sfs_read_leaves(int dirfd, const char *names, int64_t names_len, uint64_
             kind = SFS_LEAF_SEARCH;
             offset = used;
             length = got;
-            used += got;
+            arena[used + got] = '\n'; /* lines never join across two files */
+            used += got + 1;
         }
     next:
         kinds[done] = kind;

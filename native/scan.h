@@ -28,13 +28,17 @@
  * `names` holds `names_len` bytes: leaf names, each ended by a NUL.  For each
  * name, in order, up to `out_len` of them: openat2(dirfd, name, {flags |
  * O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0, resolve}) (retried up to
- * `retries` times on EAGAIN), fstat, and only for a regular file one read of
- * min(block, st_size + 1) bytes into the arena (a short read is the whole
- * file: as many read calls as it takes until that many bytes or the end of the
- * file); the descriptor is closed before the next name.  Name i is classified
- * in kinds[i] (SFS_LEAF_*), with the errno or 0 in errors[i]; the bytes of an
+ * `retries` times on EAGAIN), fstat, and only for a regular file one read(2)
+ * of min(block, st_size + 1) bytes into the arena (a short read is the whole
+ * file, as it is for Python's FileIO.read; a full one means the file is
+ * longer: SFS_LEAF_LATER); the descriptor is closed before the next name.
+ * Name i is classified in kinds[i] (SFS_LEAF_*), with the errno or 0 in
+ * errors[i]; the bytes of an
  * SFS_LEAF_SEARCH file stay in the arena, at offset spans[2i], spans[2i + 1]
- * bytes long (both 0 for the other kinds), one file after the other.  `needle`
+ * bytes long (both 0 for the other kinds), one file after the other, each
+ * followed by a newline that is not part of it (so the files kept can be
+ * searched as one text in which no line runs from one file into the next,
+ * arena[0, spans[2 * last] + spans[2 * last + 1] + 1)).  `needle`
  * (`needle_len` > 0) is searched with sfs_find; with no needle every text file
  * is SFS_LEAF_SEARCH.
  *
@@ -47,10 +51,10 @@
  * descriptor it opens is closed before it returns.
  *
  * Returns how many names it classified: fewer than there are when out_len is
- * reached, or when the next file fits in the arena but not after the files
- * already kept (call again with the rest); -EINVAL (nothing opened) if `flags`
- * ask for anything but reading, or a name is not a leaf name, or a length is
- * negative.
+ * reached, or when the next file (and its newline) fits in the arena but not
+ * after the files already kept (call again with the rest); -EINVAL (nothing
+ * opened) if `flags` ask for anything but reading, or a name is not a leaf
+ * name, or a length is negative.
  */
 int64_t sfs_read_leaves(int dirfd, const char *names, int64_t names_len, uint64_t flags,
                         uint64_t resolve, int32_t retries, int64_t block, int64_t probe,

@@ -79,7 +79,10 @@ _NAMES = st.sampled_from(["f.txt", "g.py", "d/h.txt", "d/e/i.txt", "d/j.py", "k"
 _FILES = st.dictionaries(_NAMES, _CONTENT, max_size=6)
 _LITERALS = st.sampled_from(["a", "b", "ab", "needle", "NEEDLE", "\r", "é", "a\nb", "x", " a"])
 _REGEXES = st.sampled_from(
-    ["^a", "b$", "a+", "^", "$", r"\Aa", "x{3}", "(?i)needle", "é", r"\bab\b", r"a\nb", ".", "b\r$"]
+    [
+        *("^a", "b$", "a+", "^", "$", r"\Aa", r"a\z", "(?-m)^a", "(?-m)b$", "x{3}", "(?i)needle"),
+        *("é", r"\bab\b", r"\Bb", r"a\nb", r"\n", "^$", "(?s)a.b", ".", "b\r$", "a*", r"[^a]+"),
+    ]
 )
 _BLOCKS = st.sampled_from([8, 16, 64, 4 * 1024 * 1024])
 
@@ -165,6 +168,18 @@ def test_a_match_straddling_a_block_boundary(tree: Tree, regex: bool) -> None:
     with constants(_BLOCK=20):
         found = same_answers(_ctx(tree), "needle" if not regex else "ne+dle", regex=regex)
     assert found[1].count("needle") == 3
+
+
+@pytest.mark.parametrize("pattern", [r"x\ny", r"x$\n^y", r"x\s+y", r"(?s)x.y", r"x\b\W+\by"])
+def test_a_regex_never_matches_across_two_files(tree: Tree, pattern: str) -> None:
+    """The files of a read are searched as one text (each followed by a newline)
+    first: what a match there spans is searched again in its own file."""
+    (tree.root / "a.txt").write_bytes(b"no\nx")
+    (tree.root / "b.txt").write_bytes(b"y\nx\ny\n")
+    (tree.root / "c.txt").write_bytes(b"x")
+    (tree.root / "d.txt").write_bytes(b"y")
+    found = same_answers(_ctx(tree), pattern, regex=True)
+    assert found[1] == "./b.txt:2:x"
 
 
 def test_crlf_and_no_trailing_newline(tree: Tree) -> None:

@@ -14,6 +14,7 @@ import bisect
 import collections
 import os
 import queue
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -55,6 +56,11 @@ _BATCH_NAMES: Final = 256
 #: of the search, at most.
 _READ_AHEAD: Final = 16
 _NEWLINE: Final = 0x0A
+#: What could make a pattern match differently in a file searched on its own and in
+#: files searched as one text: \A, \z, and a flag group that turns a flag off
+#: (``(?-m)``: ^ and $ at the text's ends only).  Found or not, nothing is wrong:
+#: a pattern holding it is searched file by file.
+_TEXT_EDGE: Final = re.compile(r"\\[Az]|\(\?[a-zA-Z]*-")
 
 
 class _Matcher:
@@ -69,6 +75,10 @@ class _Matcher:
         self.literal = None if regex or not case_sensitive else pattern.encode("utf-8")
         # (?m): ^ and $ match at line boundaries, as in grep.
         source = "(?m)" + pattern if regex else re2.escape(pattern)
+        #: RE2 for a search over many files at once (see :meth:`_Run._keep`): None for
+        #: a literal (C searches it) and for a pattern that could see where a text
+        #: starts or ends (\A, \z, ^ or $ with the m flag turned off).
+        self.scanner: Any = None
         try:
             self.compiled = re2.compile(source.encode("utf-8"), options=options)
         except re2.error as exc:
@@ -76,6 +86,8 @@ class _Matcher:
             detail = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
             detail = detail.replace("(?m)", "")
             raise InvalidArgument(f"Invalid regular expression {pattern!r}: {detail}") from None
+        if self.literal is None and not _TEXT_EDGE.search(source):
+            self.scanner = self.compiled
 
     def any_hit(self, buffer: bytes | bytearray | memoryview, start: int, end: int) -> bool:
         """Whether ``buffer[start:end]``, searched as a block of its own, has a match."""
@@ -211,7 +223,7 @@ class _Search:
                 self.binary_skipped += 1
             elif kind == LEAF_SEARCH:
                 self.files_searched += 1
-                data = run.kept[index]
+                data = run.kept.get(index)
                 if data and (prefiltered or self.matcher.any_hit(data, 0, len(data))):
                     relative = files[index][0]
                     paths = (_shown_path(prefix, relative), _exact_path(prefix, relative))
@@ -338,31 +350,26 @@ class _Run:
         self.kept: dict[int, bytes] = {}
         self.error: BaseException | None = None
 
-    def read_files(self, batch: LeafBatch, needle: bytes) -> None:
+    def read_files(self, batch: LeafBatch, needle: bytes, scanner: Any) -> None:
         """Read the files (by the thread that claimed the run), then close the directory."""
         try:
             if self.directory is None:  # vanished or unreadable: none of its files is there
                 self.kinds = bytes([LEAF_GONE]) * len(self.files)
                 return
-            names = [os.fsencode(name) + b"\0" for _, name in self.files]
+            names = [name for _, name in self.files]
             parts: list[bytes] = []
             done = 0
             while done < len(names):
                 count = self.directory.read_files(
                     batch,
-                    b"".join(names[done : done + batch.slots]),
+                    os.fsencode("\0".join(names[done : done + batch.slots]) + "\0"),
                     block=_BLOCK,
                     probe=_BINARY_PROBE,
                     needle=needle,
                 )
                 kinds = batch.kinds(count)
                 if LEAF_SEARCH in kinds:
-                    spans, view = batch.spans, batch.view
-                    for index, kind in enumerate(kinds):
-                        if kind == LEAF_SEARCH:
-                            start = spans[2 * index]
-                            data = bytes(view[start : start + spans[2 * index + 1]])
-                            self.kept[done + index] = data
+                    self._keep(batch, kinds, done, scanner)
                 parts.append(kinds)
                 done += count
             self.kinds = b"".join(parts)
@@ -372,6 +379,31 @@ class _Run:
             if self.directory is not None:
                 self.directory.close()
             self.read.set()
+
+    def _keep(self, batch: LeafBatch, kinds: bytes, done: int, scanner: Any) -> None:
+        """Copy out the files of one read that are to be searched: with a ``scanner``
+        (RE2), only those it finds a match in when it searches all of them as one text
+        (each file followed by a newline, so no line joins two files: a file with a
+        match of its own has one there; a match found may be no match of the file's,
+        which its own search then shows)."""
+        spans, view = batch.spans, batch.view
+        chosen = [index for index, kind in enumerate(kinds) if kind == LEAF_SEARCH]
+        if scanner is not None:
+            starts = [spans[2 * index] for index in chosen]
+            last = chosen[-1]
+            text = view[: spans[2 * last] + spans[2 * last + 1] + 1]
+            found: list[int] = []
+            position = 0
+            while (match := scanner.search(text, position)) is not None:
+                at = max(0, bisect.bisect_right(starts, match.start()) - 1)
+                found.append(chosen[at])
+                if at + 1 >= len(chosen):
+                    break
+                position = starts[at + 1]
+            chosen = found
+        for index in chosen:
+            start = spans[2 * index]
+            self.kept[done + index] = bytes(view[start : start + spans[2 * index + 1]])
 
 
 @final
@@ -383,9 +415,10 @@ class _Reader:
     answer is the one a single thread gives.  The searching thread marks each wait
     as a step of the call's watch (the helper never touches the watch)."""
 
-    def __init__(self, tree: TreeWalk, needle: bytes) -> None:
+    def __init__(self, tree: TreeWalk, matcher: _Matcher) -> None:
         self.tree = tree
-        self.needle = needle
+        self.needle = matcher.literal or b""
+        self.scanner = matcher.scanner
         self.pending: collections.deque[_Run] = collections.deque()
         self._queue: queue.SimpleQueue[_Run | None] = queue.SimpleQueue()
         self._helper: threading.Thread | None = None
@@ -410,13 +443,13 @@ class _Reader:
         batch = LeafBatch(_BATCH_BYTES, _BATCH_NAMES)
         while (run := self._queue.get()) is not None:
             if run.claim.acquire(blocking=False):
-                run.read_files(batch, self.needle)
+                run.read_files(batch, self.needle, self.scanner)
 
     def _read_here(self, run: _Run) -> None:
         if self._batch is None:
             self._batch = LeafBatch(_BATCH_BYTES, _BATCH_NAMES)
         with self.tree.ctx.watch.step(run.shown):
-            run.read_files(self._batch, self.needle)
+            run.read_files(self._batch, self.needle, self.scanner)
 
     def next(self) -> _Run:
         """The oldest run, read."""
@@ -495,7 +528,7 @@ def _walk(ctx: CallContext, walker: Walker, search: _Search, name_filter: Glob |
     while the walk goes on, at most ``_READ_AHEAD`` runs ahead of the search."""
     prefix = walker.path.rstrip("/") or "/"
     seconds = ctx.limits.search_seconds
-    reader = _Reader(walker.tree, search.matcher.literal or b"")
+    reader = _Reader(walker.tree, search.matcher)
 
     def stop() -> bool:
         return search.full() or search.out_of_time(seconds)
