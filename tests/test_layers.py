@@ -192,6 +192,20 @@ def test_only_the_chokepoint_calls_openat2() -> None:
     assert callers == {"core/chokepoint.py", "binding/syscalls.py"}
 
 
+def test_only_the_chokepoint_opens_names_in_c() -> None:
+    """sfs_read_leaves (native/scan.c) opens names beneath a descriptor as openat2
+    does: its flags come from the chokepoint, the one caller of its wrapper."""
+    callers = {
+        str(path.relative_to(PACKAGE))
+        for _, path in _modules()
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in ("read_leaves", "sfs_read_leaves")
+    }
+    assert callers == {"core/chokepoint.py", "binding/syscalls.py"}
+
+
 @pytest.mark.parametrize("module", sorted(str(p.relative_to(PACKAGE)) for _, p in _modules()))
 def test_only_named_modules_touch_paths(module: str) -> None:
     """Filesystem operations, tools and the protocol work only through descriptors
