@@ -282,7 +282,7 @@ RELATIVE_CASES = sorted(
 
 
 def test_every_walk_operation_is_attacked() -> None:
-    assert set(WALK_OPERATIONS) == {"children", "open_file", "link_stays_inside"}
+    assert set(WALK_OPERATIONS) == {"children", "directory", "open_file", "link_stays_inside"}
 
 
 @pytest.mark.parametrize("operation", sorted(WALK_OPERATIONS))
