@@ -9,11 +9,8 @@ directory read is one timed step, at most ``walk_entries`` entries are visited
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Iterator
-from typing import Any, Final
-
-import pydantic_core
+from typing import Final
 
 from sandboxfs.core.errors import (
     InvalidArgument,
@@ -36,6 +33,7 @@ from sandboxfs.tools.spec import (
     ToolSpec,
     path_param,
 )
+from sandboxfs.tools.treejson import tree_json
 
 _NARROW: Final = "narrow path, or name the large or slow folder in excludePatterns"
 
@@ -238,41 +236,12 @@ def directory_tree(
     depth: int | None = None,
 ) -> ToolResult:
     walker = Walker(ctx, path, "directory_tree", _tree_excluder(excludePatterns or []))
-
-    def build(rel: tuple[str, ...], children: list[Entry]) -> list[dict[str, Any]]:
-        nodes: list[dict[str, Any]] = []
-        append = nodes.append
-        shown = quote_names([entry.name for entry in children])
-        descend = depth is None or len(rel) + 1 < depth
-        for entry, name in zip(children, shown, strict=True):
-            if entry.kind != "directory":
-                append({"name": name, "type": "file"})
-                continue
-            node: dict[str, Any] = {"name": name, "type": "directory"}
-            if descend:
-                inner = (*rel, entry.name)
-                below = walker.entries(inner)
-                node["children"] = [] if below is None else build(inner, below)
-                if below is None:
-                    node["error"] = walker.unreadable[-1][1]
-            append(node)
-        return nodes
-
-    tree = build((), walker.entries(()) or [])
+    text = tree_json(
+        walker.entries(()) or [], walker.entries, lambda: walker.unreadable[-1][1], depth
+    )
     # The reference's structuredContent: the same JSON text (a client parses it once;
     # a nested copy would cost the server a second serialization of the whole tree).
-    text = indented_json(tree)
     return ToolResult(text=text, structured={"content": text})
-
-
-def indented_json(value: Any) -> str:
-    """``json.dumps(value, indent=2, ensure_ascii=False)``, ten times faster (the
-    encoder of pydantic-core, which the SDK already uses); names holding
-    undecodable bytes (lone surrogates) take the standard library's way."""
-    try:
-        return pydantic_core.to_json(value, indent=2).decode("utf-8")
-    except pydantic_core.PydanticSerializationError:
-        return json.dumps(value, indent=2, ensure_ascii=False)
 
 
 _EXCLUDES = Param(
