@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 from hypothesis import given, settings
@@ -61,4 +62,20 @@ def test_any_big_text_round_trips(sample: str, extra: int, key: str) -> None:
         "id": "r",
         "result": {"content": [{"type": "text", key: big}], "structuredContent": {"s": sample}},
     }
+    assert b"".join(encode_pieces(message)) == encode(message)
+
+
+def test_big_base64_media_is_written_as_it_is() -> None:
+    data = base64.b64encode(bytes(range(256)) * (SPLICE_AT // 128))
+    message = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "result": {"content": [{"type": "image", "data": data, "mimeType": "image/png"}]},
+    }
+    cut = encode_pieces(message)
+    assert any(piece is data for piece in cut)  # not copied
+    assert b"".join(cut) == encode(message)
+    # Bytes that are not base64 are never written raw: they go as their text, escaped.
+    odd = b'"\\\n' * SPLICE_AT
+    message["result"]["content"][0]["data"] = odd
     assert b"".join(encode_pieces(message)) == encode(message)

@@ -101,6 +101,8 @@ def clean_json_text(value: str) -> str:
 def _cleaned(value: Any) -> Any:
     if isinstance(value, str):
         return clean_json_text(value)
+    if isinstance(value, bytes):  # base64 media: ASCII
+        return value.decode("utf-8", "replace")
     if isinstance(value, dict):
         return {_cleaned(k): _cleaned(v) for k, v in value.items()}
     if isinstance(value, list | tuple):

@@ -45,7 +45,7 @@ def _has_big_content(message: dict[str, Any]) -> bool:
     for block in content:
         if isinstance(block, dict):
             for value in (*block.values(), *(block.get("resource") or {}).values()):
-                if isinstance(value, str) and len(value) >= SPLICE_AT:
+                if isinstance(value, str | bytes) and len(value) >= SPLICE_AT:
                     return True
     return False
 
@@ -54,9 +54,12 @@ class _Forged(Exception):
     """A string of the message holds a marker's text."""
 
 
-def _hollowed(value: Any, big: list[str]) -> Any:
+def _hollowed(value: Any, big: list[str | bytes]) -> Any:
     """``value`` with each big string replaced by a marker (appended to ``big``).
     Raises _Forged if a string left in place holds a marker's text."""
+    if isinstance(value, bytes) and len(value) >= SPLICE_AT:
+        big.append(value)
+        return f"{_MARKER_TEXT}{len(big) - 1}"
     if isinstance(value, str):
         if len(value) < SPLICE_AT:
             if _MARKER_TEXT in value:
@@ -69,6 +72,17 @@ def _hollowed(value: Any, big: list[str]) -> Any:
     if isinstance(value, list | tuple):
         return [_hollowed(item, big) for item in value]
     return value
+
+
+#: What base64 is made of: bytes JSON carries in a string as they are.
+_BASE64: Final = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/="
+
+
+def _escaped_bytes(data: bytes) -> list[bytes]:
+    """Base64 media as it is (one piece, no copy); anything else as its UTF-8 text."""
+    if not data.translate(None, _BASE64):
+        return [data]
+    return _escaped(data.decode("utf-8", "replace"))
 
 
 def _escaped(text: str) -> list[bytes]:
@@ -96,7 +110,7 @@ def encode_pieces(message: dict[str, Any]) -> list[bytes]:
     message without a big string).  Never raises, as :func:`encode`."""
     if not _has_big_content(message):
         return [encode(message)]
-    big: list[str] = []
+    big: list[str | bytes] = []
     try:
         skeleton = encode(_hollowed(message, big))
     except _Forged:
@@ -110,7 +124,7 @@ def encode_pieces(message: dict[str, Any]) -> list[bytes]:
         pieces.append(skeleton[at : marker.start() + 1])  # up to and with the quote
         text = big[int(marker.group(1))]
         if id(text) not in escaped:
-            escaped[id(text)] = _escaped(text)
+            escaped[id(text)] = _escaped_bytes(text) if isinstance(text, bytes) else _escaped(text)
         pieces.extend(escaped[id(text)])
         at = marker.end() - 1  # from the closing quote on
     pieces.append(skeleton[at:])

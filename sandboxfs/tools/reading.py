@@ -231,7 +231,7 @@ def read_media_file(ctx: CallContext, /, path: str) -> ToolResult:
     with ctx.sandbox.open_file(path) as f:
         data = whole_bytes(f, ctx.limits.read_bytes, path, _progress(ctx))
     mime = guess_mime(path) or "application/octet-stream"
-    encoded = base64.b64encode(data).decode("ascii")
+    encoded = base64.b64encode(data)
     revision = content_revision(data)
     kind = mime.split("/", 1)[0]
     if kind in ("image", "audio"):

@@ -52,7 +52,7 @@ class MediaBlock:
 
     kind: Literal["image", "audio", "resource"]
     mime: str
-    data: str  # base64
+    data: bytes  # base64 (ASCII): written to the wire as it is, never copied into a str
     uri: str | None = None
 
 
