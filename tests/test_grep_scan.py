@@ -182,6 +182,30 @@ def test_a_regex_never_matches_across_two_files(tree: Tree, pattern: str) -> Non
     assert found[1] == "./b.txt:2:x"
 
 
+@pytest.mark.parametrize("block", [1000, 4 * 1024 * 1024])
+def test_many_matches_in_one_block_with_context(tree: Tree, block: int) -> None:
+    """Only the lines shown are looked at, never the whole block split into lines."""
+    lines = [
+        f"row {i:05d}" + (" needle" if i % 7 in (0, 1) or i % 97 == 5 else "") for i in range(6000)
+    ]
+    (tree.root / "rows.txt").write_text("\n".join(lines))  # no newline at the end
+    with constants(_BLOCK=block):
+        for context in (0, 1, 3, 20):
+            found = same_answers(
+                _ctx(tree), "needle", path="rows.txt", context=context, maxResults=10000
+            )
+            same_answers(_ctx(tree), "e{2}dle$", path="rows.txt", regex=True, context=context)
+    assert found[2]["matches"][-1]["line"] == 6000  # row 05999, the last line
+
+
+def test_a_literal_that_starts_with_a_newline_ends(tree: Tree) -> None:
+    """It used to be found again at the newline it starts with, forever (the old code
+    never answers): now the search goes on after that newline."""
+    (tree.root / "f.txt").write_text("a\nb\nab\nb\n")
+    result = grepping.grep_files(_ctx(tree), "\nb", maxResults=100)
+    assert result.text == "./f.txt:1:a\n./f.txt:3:ab"
+
+
 def test_crlf_and_no_trailing_newline(tree: Tree) -> None:
     (tree.root / "crlf.txt").write_bytes(b"one\r\nneedle two\r\nthree needle")
     for block in (4, 64, 4 * 1024 * 1024):

@@ -95,29 +95,31 @@ class _Matcher:
             return find(buffer, self.literal, start, end) >= 0
         return self.compiled.search(memoryview(buffer)[start:end]) is not None
 
-    def hits(self, block: bytes) -> Iterator[int]:
-        """Start offsets of matches in ``block`` (at most one per line)."""
+    def hits(self, data: bytes | bytearray, end: int) -> Iterator[int]:
+        """Start offsets of matches in the block ``data[:end]`` (at most one per line)."""
         if self.literal is not None:
             start = 0
-            while (at := block.find(self.literal, start)) >= 0:
+            while (at := find(data, self.literal, start, end)) >= 0:
                 yield at
-                start = block.find(b"\n", at)
-                if start < 0:
+                # Past the newline: a literal that starts with one is found again after it.
+                start = data.find(b"\n", at, end) + 1
+                if start == 0:
                     return
             return
         position = 0
-        while position <= len(block):
-            found = self.compiled.search(block, position)
-            if found is None:
-                return
-            yield found.start()
-            newline = block.find(b"\n", found.start())
-            if newline < 0:
-                return
-            position = newline + 1
+        with memoryview(data) as whole, whole[:end] as block:
+            while position <= end:
+                found = self.compiled.search(block, position)
+                if found is None:
+                    return
+                yield found.start()
+                newline = data.find(b"\n", found.start(), end)
+                if newline < 0:
+                    return
+                position = newline + 1
 
 
-def _shown(line: bytes) -> str:
+def _shown(line: bytes | bytearray) -> str:
     text = line.decode("utf-8", "replace").removesuffix("\r")
     return text if len(text) <= _LINE_SHOWN else text[:_LINE_SHOWN] + "…"
 
@@ -185,8 +187,8 @@ class _Search:
             if cut == 0:
                 carried = end
                 continue
-            self._region(buffer, cut, line_number, paths)
-            line_number += count_byte(buffer, _NEWLINE, 0, cut)
+            newlines, counted_to = self._region(buffer, cut, line_number, paths)
+            line_number += newlines + count_byte(buffer, _NEWLINE, counted_to, cut)
             carried = end - cut
             buffer[:carried] = buffer[cut:end]
             if self.progress is not None:
@@ -194,10 +196,13 @@ class _Search:
             if self.out_of_time(seconds):
                 return
 
-    def _region(self, buffer: bytearray, end: int, before: int, paths: tuple[str, str]) -> None:
-        """Search ``buffer[:end]`` as one block."""
+    def _region(
+        self, buffer: bytearray, end: int, before: int, paths: tuple[str, str]
+    ) -> tuple[int, int]:
+        """Search ``buffer[:end]`` as one block; the newlines counted, and up to where."""
         if self.matcher.any_hit(buffer, 0, end):
-            self._block(bytes(buffer[:end]), before, paths)
+            return self._block(buffer, end, before, paths)
+        return 0, 0
 
     def search_run(self, run: _Run, tree: TreeWalk, prefix: str, seconds: float) -> None:
         """Count or search each file of a run that has been read, in order, until the
@@ -227,7 +232,7 @@ class _Search:
                 if data and (prefiltered or self.matcher.any_hit(data, 0, len(data))):
                     relative = files[index][0]
                     paths = (_shown_path(prefix, relative), _exact_path(prefix, relative))
-                    self._block(data, 0, paths)
+                    self._block(data, len(data), 0, paths)
             elif kind == LEAF_LATER:
                 relative = files[index][0]
                 shown = _shown_path(prefix, relative)
@@ -237,40 +242,63 @@ class _Search:
                 except SandboxError:
                     continue  # vanished or unreadable meanwhile: not a match
 
-    def _block(self, block: bytes, before: int, paths: tuple[str, str]) -> None:
+    def _block(
+        self, data: bytes | bytearray, end: int, before: int, paths: tuple[str, str]
+    ) -> tuple[int, int]:
+        """Report the matches in the block ``data[:end]`` (``before`` lines precede it)
+        as ``path:line:text``, with context lines from the same block; only the
+        lines shown are looked at (the block is never split into lines).  Returns
+        how many newlines it counted, from the block's start up to where."""
         shown_path, exact_path = paths
-        hits = list(self.matcher.hits(block))
-        if not hits:
-            return
-        lines = block.split(b"\n")
-        if lines and lines[-1] == b"":
-            lines.pop()
-        starts = [0]
-        for line in lines[:-1]:
-            starts.append(starts[-1] + len(line) + 1)
+        context = self.context
+        # The block's lines are those of data[:end].split(b"\n"), less a last empty one.
+        ends_line = end > 0 and data[end - 1] == _NEWLINE
+        counted = counted_to = 0  # newlines in data[:counted_to]
         last_printed = -1
-        for hit in hits:
-            index = bisect.bisect_right(starts, hit) - 1
+        for hit in self.matcher.hits(data, end):
+            counted += count_byte(data, _NEWLINE, counted_to, hit)
+            counted_to = hit
             if self.full():
                 break
-            number = before + index + 1
-            lo = max(0, index - self.context)
-            hi = min(len(lines), index + self.context + 1)
-            if self.context and self.lines and lo > last_printed + 1:
+            if hit == end and ends_line:  # an empty match after the last newline
+                index = counted - 1
+                start = data.rfind(b"\n", 0, end - 1) + 1
+            else:
+                index = counted
+                start = data.rfind(b"\n", 0, hit) + 1
+            lo = max(0, index - context)
+            lines: list[bytes | bytearray] = []  # lines lo .. hi - 1
+            cursor = start
+            for _ in range(index - lo):
+                previous = data.rfind(b"\n", 0, cursor - 1) + 1
+                lines.append(data[previous : cursor - 1])
+                cursor = previous
+            lines.reverse()
+            cursor = start
+            for _ in range(context + 1):
+                stop = data.find(b"\n", cursor, end)
+                lines.append(data[cursor : end if stop < 0 else stop])
+                if stop < 0 or stop + 1 >= end:
+                    break  # that was the last line
+                cursor = stop + 1
+            hi = lo + len(lines)
+            if context and self.lines and lo > last_printed + 1:
                 self.lines.append("--")
             for k in range(max(lo, last_printed + 1), hi):
                 mark = ":" if k == index else "-"
-                self.lines.append(f"{shown_path}{mark}{before + k + 1}{mark}{_shown(lines[k])}")
+                text = _shown(lines[k - lo])
+                self.lines.append(f"{shown_path}{mark}{before + k + 1}{mark}{text}")
             last_printed = max(last_printed, hi - 1)
             self.matches.append(
                 {
                     "path": exact_path,
-                    "line": number,
-                    "text": _shown(lines[index]),
-                    "before": [_shown(x) for x in lines[lo:index]],
-                    "after": [_shown(x) for x in lines[index + 1 : hi]],
+                    "line": before + index + 1,
+                    "text": _shown(lines[index - lo]),
+                    "before": [_shown(x) for x in lines[: index - lo]],
+                    "after": [_shown(x) for x in lines[index - lo + 1 :]],
                 }
             )
+        return counted, counted_to
 
 
 def grep_files(
