@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import re
 import secrets
+from collections import Counter
+from collections.abc import Iterator
 from typing import Any, Final
 
 import pydantic_core
@@ -78,18 +80,18 @@ def _hollowed(value: Any, big: list[str | bytes]) -> Any:
 _BASE64: Final = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/="
 
 
-def _escaped_bytes(data: bytes) -> list[bytes]:
+def _escaped_bytes(data: bytes) -> Iterator[bytes]:
     """Base64 media as it is (one piece, no copy); anything else as its UTF-8 text."""
     if not data.translate(None, _BASE64):
-        return [data]
-    return _escaped(data.decode("utf-8", "replace"))
+        yield data
+    else:
+        yield from _escaped(data.decode("utf-8", "replace"))
 
 
-def _escaped(text: str) -> list[bytes]:
+def _escaped(text: str) -> Iterator[bytes]:
     """The JSON escape of ``text`` without its quotes, a slice at a time.  A slice
     never ends inside a run of surrogates, so cleaning a slice is cleaning the
     whole (the bytes of one undecodable sequence stay together)."""
-    pieces = []
     start, end = 0, len(text)
     while start < end:
         cut = min(start + _SLICE, end)
@@ -100,32 +102,45 @@ def _escaped(text: str) -> list[bytes]:
             encoded = pydantic_core.to_json(part)
         except pydantic_core.PydanticSerializationError:
             encoded = pydantic_core.to_json(clean_json_text(part))
-        pieces.append(encoded[1:-1])
+        yield encoded[1:-1]
         start = cut
-    return pieces
 
 
-def encode_pieces(message: dict[str, Any]) -> list[bytes]:
-    """``encode(message)`` as pieces to write one after another (one piece for a
-    message without a big string).  Never raises, as :func:`encode`."""
+def encode_pieces(message: dict[str, Any]) -> bytes | Iterator[bytes]:
+    """``encode(message)``: as bytes for a message without a big string, else as
+    pieces to write one after another, each made when it is taken (so what is held
+    is the message and the piece being written).  Never raises, as :func:`encode`."""
     if not _has_big_content(message):
-        return [encode(message)]
+        return encode(message)
     big: list[str | bytes] = []
     try:
         skeleton = encode(_hollowed(message, big))
     except _Forged:
-        return [encode(message)]
-    pieces: list[bytes] = []
+        return encode(message)
+    return _pieces(skeleton, big)
+
+
+def _pieces(skeleton: bytes, big: list[str | bytes]) -> Iterator[bytes]:
+    markers = [(m.start(), m.end(), big[int(m.group(1))]) for m in _MARKER.finditer(skeleton)]
     # A text is often there twice (a tool's text and structuredContent.content are one
-    # string): escaped once, its pieces written twice.
-    escaped: dict[int, list[bytes]] = {}
+    # string): escaped once, its pieces kept until its last use.
+    uses = Counter(id(text) for _, _, text in markers)
+    kept: dict[int, list[bytes]] = {}
     at = 0
-    for marker in _MARKER.finditer(skeleton):
-        pieces.append(skeleton[at : marker.start() + 1])  # up to and with the quote
-        text = big[int(marker.group(1))]
-        if id(text) not in escaped:
-            escaped[id(text)] = _escaped_bytes(text) if isinstance(text, bytes) else _escaped(text)
-        pieces.extend(escaped[id(text)])
-        at = marker.end() - 1  # from the closing quote on
-    pieces.append(skeleton[at:])
-    return pieces
+    for start, end, text in markers:
+        yield skeleton[at : start + 1]  # up to and with the opening quote
+        key = id(text)
+        if key in kept:
+            yield from kept[key]
+        else:
+            escape = _escaped_bytes(text) if isinstance(text, bytes) else _escaped(text)
+            if uses[key] > 1:
+                kept[key] = list(escape)
+                yield from kept[key]
+            else:
+                yield from escape
+        uses[key] -= 1
+        if not uses[key]:
+            kept.pop(key, None)
+        at = end - 1  # from the closing quote on
+    yield skeleton[at:]

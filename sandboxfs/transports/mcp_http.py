@@ -164,10 +164,13 @@ async def _json(send: Send, status: int, message: dict[str, Any]) -> None:
             "headers": [(b"content-type", b"application/json")],
         }
     )
-    pieces = encode_pieces(message)
-    for piece in pieces[:-1]:  # a big answer: its pieces, never joined
-        await send({"type": "http.response.body", "body": piece, "more_body": True})
-    await send({"type": "http.response.body", "body": pieces[-1]})
+    body = encode_pieces(message)
+    if isinstance(body, bytes):
+        await send({"type": "http.response.body", "body": body})
+        return
+    for piece in body:  # a big answer: its pieces as they are made, never joined
+        await send(_part(piece))
+    await send({"type": "http.response.body", "body": b""})
 
 
 def _decoded_name(value: str) -> str:
@@ -373,17 +376,23 @@ class McpEndpoint:
                     started = True
                     start = {"type": "http.response.start", "status": status, "headers": _SSE}
                     await send(start)
-                pieces = [b"event: message\r\ndata: ", *encode_pieces(reply), b"\r\n\r\n"]
-                if len(pieces) == 3:
-                    pieces = [b"".join(pieces)]
-                for piece in pieces[:-1]:
-                    await send({"type": "http.response.body", "body": piece, "more_body": True})
-                await send(
-                    {"type": "http.response.body", "body": pieces[-1], "more_body": not final}
-                )
+                body = encode_pieces(reply)
+                if isinstance(body, bytes):
+                    event = b"event: message\r\ndata: " + body + b"\r\n\r\n"
+                else:  # a big answer: one event, sent in pieces as they are made
+                    await send(_part(b"event: message\r\ndata: "))
+                    for piece in body:
+                        await send(_part(piece))
+                    event = b"\r\n\r\n"
+                await send({"type": "http.response.body", "body": event, "more_body": not final})
                 if final:
                     break
             nursery.cancel_scope.cancel()
+
+
+def _part(body: bytes) -> dict[str, Any]:
+    """A part of a response body, more to come."""
+    return {"type": "http.response.body", "body": body, "more_body": True}
 
 
 _SSE: Final = [

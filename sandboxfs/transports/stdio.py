@@ -21,6 +21,7 @@ import logging
 import math
 import os
 import sys
+from collections.abc import Iterator
 from typing import Any, Final, final
 
 import trio
@@ -114,14 +115,14 @@ class _Writer:
     one line's bytes, or its pieces (a big answer, written without joining them)."""
 
     def __init__(self) -> None:
-        self.send_channel, self.receive_channel = trio.open_memory_channel[bytes | list[bytes]](
+        self.send_channel, self.receive_channel = trio.open_memory_channel[bytes | Iterator[bytes]](
             math.inf
         )
         self.broken = False
         #: Set once the channel is closed and everything queued is written.
         self.done = trio.Event()
 
-    def put(self, frame: bytes | list[bytes]) -> None:
+    def put(self, frame: bytes | Iterator[bytes]) -> None:
         with contextlib.suppress(trio.ClosedResourceError):
             self.send_channel.send_nowait(frame)
 
@@ -141,30 +142,26 @@ class _Writer:
             self.done.set()
 
     async def _write(
-        self, stdout: trio.lowlevel.FdStream, batch: list[bytes | list[bytes]]
+        self, stdout: trio.lowlevel.FdStream, batch: list[bytes | Iterator[bytes]]
     ) -> None:
+        """Small frames joined into one write; a big one written alone, and a frame
+        in pieces written piece by piece as its pieces are made."""
         if self.broken:
             return
-        pieces: list[bytes] = []
         small: list[bytes] = []
-        for frame in batch:
-            if isinstance(frame, list):
-                if small:
-                    pieces.append(b"".join(small))
-                    small = []
-                pieces.extend((*frame, b"\n"))
-            elif len(frame) >= _SPLIT_FRAME:
-                if small:
-                    pieces.append(b"".join(small))
-                    small = []
-                pieces.extend((frame, b"\n"))
-            else:
-                small.append(frame + b"\n")
-        if small:
-            pieces.append(b"".join(small))
         try:
-            for piece in pieces:
-                await stdout.send_all(piece)
+            for frame in batch:
+                if isinstance(frame, bytes) and len(frame) < _SPLIT_FRAME:
+                    small.append(frame + b"\n")
+                    continue
+                if small:
+                    await stdout.send_all(b"".join(small))
+                    small = []
+                for piece in (frame,) if isinstance(frame, bytes) else frame:
+                    await stdout.send_all(piece)
+                await stdout.send_all(b"\n")
+            if small:
+                await stdout.send_all(b"".join(small))
         except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
             if isinstance(exc, OSError) and exc.errno not in (errno.EPIPE, errno.EBADF):
                 raise
@@ -183,8 +180,7 @@ async def serve_stdio(server: SandboxfsServer, wire: tuple[int, int], *, max_lin
     reading = trio.CancelScope()
 
     def send(message: dict[str, Any]) -> None:
-        pieces = encode_pieces(message)
-        writer.put(pieces[0] if len(pieces) == 1 else pieces)
+        writer.put(encode_pieces(message))
 
     def close(code: int) -> None:
         nonlocal exit_code
