@@ -113,6 +113,7 @@ def _write(root: Path, files: dict[str, bytes]) -> None:
     batch_bytes=st.sampled_from([16, 1024 * 1024]),
     batch_names=st.sampled_from([1, 2, 256]),
     ahead=st.sampled_from([0, 1, 16]),
+    run=st.sampled_from([(1, 1), (2, 8), (256, 1024 * 1024)]),
     single=st.booleans(),
 )
 def test_answers_are_the_reference_answers(
@@ -129,6 +130,7 @@ def test_answers_are_the_reference_answers(
     batch_bytes: int,
     batch_names: int,
     ahead: int,
+    run: tuple[int, int],
     single: bool,
 ) -> None:
     with tempfile.TemporaryDirectory() as base:
@@ -155,6 +157,8 @@ def test_answers_are_the_reference_answers(
             _BATCH_BYTES=batch_bytes,
             _BATCH_NAMES=batch_names,
             _READ_AHEAD=ahead,
+            _RUN_FILES=run[0],
+            _RUN_BYTES=run[1],
         ):
             same_answers(ctx, expression if regex else literal, **kw)
 
@@ -255,11 +259,12 @@ def test_files_bigger_than_the_batch_and_binary_after_the_probe(tree: Tree) -> N
 def test_many_files_in_one_directory_fill_the_results_in_order(tree: Tree) -> None:
     for i in range(600):
         (tree.root / f"f{i:03d}.txt").write_text("needle\n" if i % 3 else "hay\n")
-    for names in (1, 7, 256):
-        with constants(_BATCH_NAMES=names):
+    for names, run, run_bytes in ((1, 256, 1024 * 1024), (7, 50, 20), (256, 1, 1)):
+        with constants(_BATCH_NAMES=names, _RUN_FILES=run, _RUN_BYTES=run_bytes):
             for cap in (1, 5, 199, 200, 201, 10000):
                 found = same_answers(_ctx(tree), "needle", maxResults=cap)
                 same_answers(_ctx(tree), "need.e", regex=True, maxResults=cap)
+                same_answers(_ctx(tree), r"\Aneed.e", regex=True, maxResults=cap)
     assert found[2]["filesSearched"] == 600
 
 

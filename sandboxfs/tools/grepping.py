@@ -6,6 +6,14 @@ pattern is one clear error before the walk.  Binary files (a NUL byte in their
 first 8 KiB) are skipped.  The walk is the same bounded, descriptor-based walk
 as search_files: it never follows a symlink.  It stops early, and says so, at
 ``maxResults`` matches, at the entry cap, or after ``search_seconds``.
+
+Speed: the files of a walk are opened, checked and read in C, a directory's worth
+at a time (:meth:`~sandboxfs.core.chokepoint.Directory.read_files`, native/scan.c),
+by the searching thread and one helper reading ahead; a literal is searched there
+too, RE2 over all the files of one read at once, so Python sees only the files that
+may match.  A long file is read block by block into one buffer.  Either way the
+blocks, and so the answers, are the ones a file-by-file search gives
+(tests/grep_reference.py is that search, kept as the tests' oracle).
 """
 
 from __future__ import annotations
@@ -52,9 +60,13 @@ _LINE_SHOWN: Final = 500
 #: names at a time; a longer file is searched block by block in Python.
 _BATCH_BYTES: Final = 1024 * 1024
 _BATCH_NAMES: Final = 256
-#: Runs of files (a directory's files between two of its subdirectories) read ahead
-#: of the search, at most.
+#: Runs of files (a directory's files between two of its subdirectories, at most
+#: ``_RUN_FILES`` of them: the time limit is checked between runs) read ahead of the
+#: search, at most; and the bytes a run keeps to be searched in Python, at most
+#: (further files are searched as a long file is: read again when their turn comes).
 _READ_AHEAD: Final = 16
+_RUN_FILES: Final = 256
+_RUN_BYTES: Final = 1024 * 1024
 _NEWLINE: Final = 0x0A
 #: What could make a pattern match differently in a file searched on its own and in
 #: files searched as one text: \A, \z, and a flag group that turns a flag off
@@ -364,7 +376,17 @@ class _Run:
     are, with a kind for each file (``kinds``) and the bytes of each to search
     (``kept``)."""
 
-    __slots__ = ("claim", "directory", "error", "files", "kept", "kinds", "read", "shown")
+    __slots__ = (
+        "claim",
+        "directory",
+        "error",
+        "files",
+        "kept",
+        "kept_bytes",
+        "kinds",
+        "read",
+        "shown",
+    )
 
     def __init__(
         self, directory: Directory | None, files: list[tuple[str, str]], shown: str
@@ -376,6 +398,7 @@ class _Run:
         self.read = threading.Event()
         self.kinds = b""
         self.kept: dict[int, bytes] = {}
+        self.kept_bytes = 0
         self.error: BaseException | None = None
 
     def read_files(self, batch: LeafBatch, needle: bytes, scanner: Any) -> None:
@@ -397,7 +420,7 @@ class _Run:
                 )
                 kinds = batch.kinds(count)
                 if LEAF_SEARCH in kinds:
-                    self._keep(batch, kinds, done, scanner)
+                    kinds = self._keep(batch, kinds, done, scanner)
                 parts.append(kinds)
                 done += count
             self.kinds = b"".join(parts)
@@ -408,7 +431,7 @@ class _Run:
                 self.directory.close()
             self.read.set()
 
-    def _keep(self, batch: LeafBatch, kinds: bytes, done: int, scanner: Any) -> None:
+    def _keep(self, batch: LeafBatch, kinds: bytes, done: int, scanner: Any) -> bytes:
         """Copy out the files of one read that are to be searched: with a ``scanner``
         (RE2), only those it finds a match in when it searches all of them as one text
         (each file followed by a newline, so no line joins two files: a file with a
@@ -429,9 +452,15 @@ class _Run:
                     break
                 position = starts[at + 1]
             chosen = found
+        later = bytearray(kinds)
         for index in chosen:
-            start = spans[2 * index]
-            self.kept[done + index] = bytes(view[start : start + spans[2 * index + 1]])
+            start, length = spans[2 * index], spans[2 * index + 1]
+            if self.kept_bytes and self.kept_bytes + length > _RUN_BYTES:
+                later[index] = LEAF_LATER  # bounded memory: read again in its turn
+                continue
+            self.kept[done + index] = bytes(view[start : start + length])
+            self.kept_bytes += length
+        return bytes(later)
 
 
 @final
@@ -536,7 +565,11 @@ def _runs(
                 pending.append((inner, below, [0]))
             continue
         run: list[tuple[str, str]] = []
-        while at < len(entries) and (entry := entries[at][1]).kind != "directory":
+        while (
+            at < len(entries)
+            and (entry := entries[at][1]).kind != "directory"
+            and len(run) < _RUN_FILES
+        ):
             relative = entries[at][0]
             at += 1
             if entry.kind != "file":
