@@ -170,7 +170,7 @@ class _Search:
 
         Blocks of ``_BLOCK`` bytes are read into one buffer; each block searched
         ends at its last newline (the rest is carried into the next block), and
-        only a block with a match is copied out and split into lines."""
+        only in a block with a match are lines looked at, around its matches."""
         paths = (shown_path, exact_path or shown_path)
         # A file smaller than a block is read at once (a short read means its end).
         size = min(_BLOCK, f.stat.st_size + 1)
@@ -212,21 +212,15 @@ class _Search:
         self, buffer: bytearray, end: int, before: int, paths: tuple[str, str]
     ) -> tuple[int, int]:
         """Search ``buffer[:end]`` as one block; the newlines counted, and up to where."""
-        if self.matcher.any_hit(buffer, 0, end):
-            return self._block(buffer, end, before, paths)
-        return 0, 0
+        return self._block(buffer, end, before, paths)
 
     def search_run(self, run: _Run, tree: TreeWalk, prefix: str, seconds: float) -> None:
         """Count or search each file of a run that has been read, in order, until the
         results are full; a file longer than a read is searched by :meth:`search_file`."""
         kinds = run.kinds
-        if (
-            self.matcher.literal is not None
-            and LEAF_SEARCH not in kinds
-            and LEAF_LATER not in kinds
-        ):
+        if not run.kept and LEAF_LATER not in kinds:
             # No file can match, so none fills the results: count them at once.
-            self.files_searched += kinds.count(LEAF_TEXT)
+            self.files_searched += kinds.count(LEAF_TEXT) + kinds.count(LEAF_SEARCH)
             self.binary_skipped += kinds.count(LEAF_BINARY)
             return
         prefiltered = self.matcher.literal is not None
