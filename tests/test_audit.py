@@ -6,6 +6,7 @@ tool names, but path checks done on strings) is caught."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import subprocess
@@ -202,6 +203,66 @@ def test_reports_stay_well_formed_whatever_the_server_answered(reason: str) -> N
         "notApplicable",
         "pass",
     ]
+
+
+#: The SARIF 2.1.0 schema (OASIS; as Microsoft's @microsoft/jest-sarif ships it), which
+#: .ci/run installs from npm.
+SARIF_SCHEMA_ENV = "SANDBOXFS_SARIF_SCHEMA"
+_ALL_OUTCOMES = [
+    Result("leaks/a", "FAIL", "why\n<x a='&'> \ud800 \x1b", 0.25),
+    Result("leaks/b", "SKIP", "the server has no append_file", 0.0),
+    Result("races/c", "PASS", "", 1.5),
+    Result("protocol/d", "FAIL", "", 0.0),
+]
+
+
+def test_the_sarif_log_validates_against_the_sarif_2_1_0_schema() -> None:
+    schema_path = os.environ.get(SARIF_SCHEMA_ENV)
+    if not schema_path:
+        pytest.skip(f"set {SARIF_SCHEMA_ENV} to the SARIF 2.1.0 schema (.ci/run does)")
+    import jsonschema  # noqa: PLC0415 - only this test needs it
+
+    schema = json.loads(Path(schema_path).read_text())
+    assert "2.1.0" in schema["title"]
+    log = json.loads(
+        sarif_text(sarif(_ALL_OUTCOMES, era="2025", command=["srv", "-x"], version="1"))
+    )
+    errors = sorted(jsonschema.Draft4Validator(schema).iter_errors(log), key=str)
+    assert not errors, [f"{list(e.absolute_path)}: {e.message}" for e in errors]
+    # And a log that breaks the schema is caught (the check is not vacuous).
+    log["runs"][0]["results"][0]["kind"] = "escaped"
+    assert list(jsonschema.Draft4Validator(schema).iter_errors(log))
+
+
+def test_the_junit_report_follows_the_junit_schema_ci_systems_read() -> None:
+    """JUnit XML has no normative schema; this checks the rules of the one CI systems
+    read (Jenkins' junit-10.xsd, which GitLab and GitHub reporters follow): testsuites
+    of testsuite elements with name and tests, properties first, then testcase
+    elements with name (and classname, time), each holding at most one failure,
+    error or skipped; counts that add up; times that are decimals."""
+    root = ET.fromstring(junit_xml(_ALL_OUTCOMES, era="2025", command=["srv"]))
+    assert root.tag == "testsuites"
+    suites = list(root)
+    assert suites and all(s.tag == "testsuite" for s in suites)
+    decimal = re.compile(r"\d+(\.\d+)?$")
+    for suite in suites:
+        assert suite.get("name") and suite.get("tests") is not None
+        children = list(suite)
+        kinds = [c.tag for c in children]
+        assert kinds[0] == "properties" and set(kinds[1:]) == {"testcase"}
+        cases = children[1:]
+        assert int(suite.get("tests", "")) == len(cases)
+        outcomes = [[o.tag for o in case] for case in cases]
+        assert all(len(o) <= 1 and set(o) <= {"failure", "error", "skipped"} for o in outcomes)
+        assert int(suite.get("failures", "")) == sum(o == ["failure"] for o in outcomes)
+        assert int(suite.get("skipped", "")) == sum(o == ["skipped"] for o in outcomes)
+        assert int(suite.get("errors", "")) == sum(o == ["error"] for o in outcomes)
+        for case in cases:
+            assert case.get("name") and case.get("classname")
+            assert decimal.match(case.get("time", "")), case.get("time")
+        assert decimal.match(suite.get("time", ""))
+    assert int(root.get("tests", "")) == len(_ALL_OUTCOMES)
+    assert int(root.get("failures", "")) == 2 and int(root.get("skipped", "")) == 1
 
 
 def test_an_audit_leaves_nothing_behind_unless_asked_for_a_log(tmp_path: Path) -> None:
