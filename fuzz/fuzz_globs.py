@@ -45,7 +45,7 @@ with (
     if __name__ == "__main__"
     else contextlib.nullcontext()
 ):
-    from sandboxfs.tools.globs import MAX_PATTERN_LENGTH, Glob, GlobError, compile_glob
+    from sandboxfs.core.globs import MAX_PATTERN_LENGTH, Glob, GlobError, compile_glob
 
 KNOWN_BUGS: Final[dict[str, str]] = {}  # fixed ones stay as regression inputs
 TOLERATE_ENV: Final = "SANDBOXFS_FUZZ_TOLERATE"

@@ -46,7 +46,7 @@ from sandboxfs.core.errors import InvalidArgument, LimitExceeded, SandboxError
 from sandboxfs.core.names import quote_path, structured_path
 from sandboxfs.fs.files import OpenFile
 from sandboxfs.fs.walks import TreeWalk
-from sandboxfs.tools.globs import Glob, GlobError, compile_glob
+from sandboxfs.core.globs import Glob, GlobError, compile_glob
 from sandboxfs.tools.spec import READ_ONLY, CallContext, Param, Progress, ToolResult, ToolSpec
 from sandboxfs.tools.walking import Walker
 
