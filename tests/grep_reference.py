@@ -15,9 +15,9 @@ from typing import Any, Final
 import re2
 
 from sandboxfs.core.errors import InvalidArgument, LimitExceeded, SandboxError
+from sandboxfs.core.globs import Glob, GlobError, compile_glob
 from sandboxfs.core.names import quote_path, structured_path
 from sandboxfs.fs.files import OpenFile
-from sandboxfs.core.globs import Glob, GlobError, compile_glob
 from sandboxfs.tools.spec import CallContext, Progress, ToolResult
 from sandboxfs.tools.walking import Walker
 

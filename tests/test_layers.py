@@ -44,6 +44,7 @@ PATH_CALLS = {
     "binding/syscalls.py": "probes openat2 on /",
     "cli/main.py": "the operator's files: token file, audit log, directories",
     "cli/launch.py": "reads the kernel's transparent huge page mode",
+    "cli/policies.py": "reads the operator's --policy file",
     "transports/stdio.py": "opens /dev/null for the private copies of fds 0 and 1",
     "transports/sidecar.py": "the operator's unix socket path",
     "audit/attacker.py": "the attacker changes the tree as a local attacker would",

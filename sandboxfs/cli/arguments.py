@@ -80,7 +80,24 @@ VALUE_OPTIONS: Final[dict[str, tuple[str, str, str, bool]]] = {
         "what goes to stderr: warning, info (the default) or debug",
         False,
     ),
+    "--hide": (
+        "hide",
+        "PATTERN",
+        "treat matching paths in every directory as absent (glob; no '/': any depth)",
+        True,
+    ),
+    "--protect": (
+        "protect",
+        "PATTERN",
+        "matching paths stay readable but are never changed, removed or replaced",
+        True,
+    ),
+    "--preset": ("presets", "NAME", "add named rules: 'secrets' hides keys, .env, ...", True),
+    "--policy": ("policy_file", "FILE", "per-directory rules from a TOML file (see README)", False),
 }
+
+#: The options that give directories a policy; they need directories to apply to.
+POLICY_OPTIONS: Final = ("--hide", "--protect", "--preset")
 
 #: The options that only mean something when serving HTTP.
 HTTP_ONLY: Final = (
@@ -134,6 +151,10 @@ class Arguments:
     shutdown_grace: float = 10.0
     audit_log: str = "-"
     log_level: str = "info"
+    hide: list[str] = field(default_factory=list)
+    protect: list[str] = field(default_factory=list)
+    presets: list[str] = field(default_factory=list)
+    policy_file: str | None = None
     limits: Limits = field(default_factory=Limits)
     show_help: bool = False
     show_version: bool = False
@@ -244,18 +265,28 @@ def _check_combinations(args: Arguments) -> None:
                 raise UsageError(f"{option} only applies when serving HTTP (--http or --unix)")
     elif "--confine-roots" in args.given:
         raise UsageError("--confine-roots has no effect over HTTP: HTTP never uses client Roots")
-    if args.serves_http and not args.directories:
+    _check_directories(args)
+
+
+def _check_directories(args: Arguments) -> None:
+    """Refuse options that need allowed directories when none are given."""
+    if args.directories or args.policy_file is not None:
+        return
+    if args.serves_http:
         raise UsageError("serving HTTP needs at least one directory on the command line")
-    if args.confine_roots and not args.directories:
+    if args.confine_roots:
         raise UsageError("--confine-roots needs command-line directories to confine Roots to")
-    if args.require_landlock and not args.directories:
+    if args.require_landlock:
         raise UsageError("--require-landlock needs command-line directories to confine to")
+    for option in POLICY_OPTIONS:
+        if option in args.given:
+            raise UsageError(f"{option} needs command-line directories (or --policy FILE)")
 
 
 def help_text() -> str:
     defaults = Limits()
     lines = [
-        "usage: sandboxfs [OPTIONS] [--] DIR...",
+        "usage: sandboxfs [OPTIONS] [--] DIR[:ro|:rw]...",
         "       sandboxfs audit [--era 2025|2026] [--json FILE] -- CMD ... {root}",
         "",
         "A security-first MCP filesystem server: an agent may read, write and search",

@@ -35,8 +35,10 @@ from sandboxfs.cli.arguments import (
     help_text,
     parse_arguments,
 )
+from sandboxfs.cli.policies import Directory, Rules, configure
 from sandboxfs.core import landlock
 from sandboxfs.core.allowlist import AllowList, Root
+from sandboxfs.core.policy import PolicyError
 from sandboxfs.core.watch import TEST_STALL_ENV, Stall
 from sandboxfs.session.access import AccessControl
 from sandboxfs.session.auditlog import AuditLog
@@ -127,7 +129,11 @@ def serve(args: Arguments) -> int:
         set_mmap_threshold(_OWN_MAPPING_BYTES)
     except OSError:
         log.debug("the C library keeps its own mmap threshold")
-    roots = _open_roots(args.directories)
+    roots = _open_roots(_directories(args))
+    if roots and all(not root.policy.writable for root in roots):
+        # Nothing may change anywhere: the mutating tools are not even offered.
+        args.read_only = True
+    policed = any(root.policy.active for root in roots)
     # Everything that needs the filesystem or the network outside the allowed
     # directories happens before Landlock: the wire, the audit log, user names.
     sidecar = _sidecar_options(args) if args.serves_http else None
@@ -141,7 +147,8 @@ def serve(args: Arguments) -> int:
     landlocked = _apply_landlock(roots, args)
     access = AccessControl(
         AllowList.of(roots),
-        confine=args.confine_roots or landlocked,
+        # A client's Roots may only narrow directories that carry a policy.
+        confine=args.confine_roots or landlocked or policed,
         # Only a stdio client has Roots to be told about.
         notes=(LANDLOCK_NOTE,) if landlocked and sidecar is None else (),
     )
@@ -179,17 +186,42 @@ def _listen(endpoint: Endpoint) -> tuple[socket.socket, Endpoint]:
     return sock, endpoint.bound(sock)
 
 
-def _open_roots(directories: Sequence[str]) -> list[Root]:
-    roots = []
-    for directory in directories:
+def _directories(args: Arguments) -> list[Directory]:
+    """The allowed directories and their policies (command line, then --policy)."""
+    rules = Rules(tuple(args.hide), tuple(args.protect), tuple(args.presets))
+    try:
+        return configure(args.directories, rules, args.policy_file, read_only=args.read_only)
+    except PolicyError as exc:
+        print(f"sandboxfs: error: {exc}\nsee 'sandboxfs --help'", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE) from None
+    except OSError as exc:
+        _fail(f"cannot read --policy {args.policy_file}: {exc.strerror}")
+
+
+def _open_roots(directories: Sequence[Directory]) -> list[Root]:
+    roots: list[Root] = []
+    for configured in directories:
+        directory = configured.path
         try:
-            roots.append(Root.open(_expand(directory)))
+            root = Root.open(_expand(directory), configured.policy)
         except FileNotFoundError:
             _fail(f"allowed directory {directory} does not exist")
         except NotADirectoryError:
             _fail(f"allowed directory {directory} is not a directory")
         except OSError as exc:
             _fail(f"cannot open allowed directory {directory}: {exc.strerror}")
+        for other in roots:
+            nested = other.path == root.path or AllowList.of([other]).map(root.path) is not None
+            nested = nested or AllowList.of([root]).map(other.path) is not None
+            if nested and other.policy != root.policy:
+                _fail(
+                    f"allowed directories {other.given} and {directory} overlap with different "
+                    "policies; give one policy, or directories that do not nest"
+                )
+        roots.append(root)
+    for root in roots:
+        if root.policy.active:
+            log.info("Policy for %s: %s", root.given, root.policy.describe())
     return roots
 
 
@@ -257,7 +289,7 @@ def _apply_landlock(roots: list[Root], args: Arguments) -> bool:
         )
         return False
     try:
-        status = landlock.confine(roots, read_only=args.read_only)
+        status = landlock.confine(roots, read_only=args.read_only)  # per root: its policy too
     except (OSError, RuntimeError) as exc:
         if args.require_landlock:
             _fail(f"cannot apply Landlock: {exc}")

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import final
 
 from sandboxfs.core.pathnames import normalize_absolute, relative_to
+from sandboxfs.core.policy import OPEN, Policy
 
 
 @final
@@ -22,21 +23,23 @@ class Root:
     """One allowed directory: an ``O_PATH`` directory fd plus the names it answers to.
 
     ``path`` is the directory's real (symlink-free) path when it was opened,
-    ``given`` the form the operator or client named.  The descriptor is closed
+    ``given`` the form the operator or client named, ``policy`` what may be seen
+    and changed beneath it (enforced by the chokepoint).  The descriptor is closed
     when the last reference goes away, so calls in flight keep it usable after
     a Roots update has dropped it.
     """
 
-    __slots__ = ("__weakref__", "_finalizer", "fd", "given", "path")
+    __slots__ = ("__weakref__", "_finalizer", "fd", "given", "path", "policy")
 
-    def __init__(self, fd: int, path: str, given: str) -> None:
+    def __init__(self, fd: int, path: str, given: str, policy: Policy = OPEN) -> None:
         self.fd = fd
         self.path = path
         self.given = given
+        self.policy = policy
         self._finalizer = weakref.finalize(self, os.close, fd)
 
     @classmethod
-    def open(cls, given: str) -> Root:
+    def open(cls, given: str, policy: Policy = OPEN) -> Root:
         """Open ``given`` (absolute; symlinks followed) as an allowed directory.
 
         Raises OSError if it does not exist or is not a directory.
@@ -51,7 +54,7 @@ class Root:
         except BaseException:
             os.close(fd)
             raise
-        return cls(fd, real, given)
+        return cls(fd, real, given, policy)
 
     def names(self) -> tuple[str, ...]:
         """The forms this root answers to: as given, and resolved if different."""

@@ -26,6 +26,17 @@ The descriptors come wrapped in three owned types:
 * :class:`ParentDir`: a directory and one checked leaf name: every mutation acts
   on exactly that one name.
 
+The policy of each allowed directory (:mod:`sandboxfs.core.policy`: read-only,
+hidden and protected patterns) is enforced here, on the location of every open,
+every listing and every ``*at`` change, before the system call: a hidden
+location is absent (``ENOENT``, and left out of listings), a change the policy
+does not allow raises :class:`~sandboxfs.core.policy.PolicyRefusal` with nothing
+done.  Under a policy with patterns every open is exact, so only canonical
+(symlink-free) locations are judged: a symlink cannot reach a hidden or
+protected entry under another name (the resolver's component walk follows it,
+one judged component at a time).  A rename of a directory is refused if any
+entry below it is hidden or protected where it is or would be where it goes.
+
 Methods raise :class:`OSError` for what the kernel refused; callers turn it into
 a client-safe error with :meth:`Confinement.error` (the one converter,
 :func:`~sandboxfs.core.errors.from_oserror`).
@@ -40,6 +51,8 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from typing import Final, final
 
@@ -47,6 +60,9 @@ from sandboxfs.binding import syscalls
 from sandboxfs.core.allowlist import Root
 from sandboxfs.core.errors import Conflict, SandboxError, from_oserror
 from sandboxfs.core.pathnames import join
+from sandboxfs.core.policy import Policy, PolicyRefusal, Verdict
+
+_VISIBLE: Final = Verdict(hidden=False, protected=False)
 
 #: Resolve flags on every openat2 call.
 ALWAYS: Final = syscalls.RESOLVE_BENEATH | syscalls.RESOLVE_NO_MAGICLINKS
@@ -61,6 +77,8 @@ EAGAIN_RETRIES: Final = 64
 LIST_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NONBLOCK
 #: Flags for opening a file to read: never block on a FIFO, never adopt a tty.
 READ_FLAGS: Final = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY
+#: Most entries below a directory that a rename checks against a policy with patterns.
+SUBTREE_CHECK_ENTRIES: Final = 100_000
 
 
 @final
@@ -120,7 +138,12 @@ class Location:
         return join(self.rel)
 
     def open(self, confinement: Confinement, flags: int, *, exact: bool, mode: int = 0) -> int:
-        """Open this location beneath its root's descriptor.  Raises OSError."""
+        """Open this location beneath its root's descriptor, as its root's policy
+        allows (exactly, under a policy with patterns).  Raises OSError."""
+        policy = self.root.policy
+        if policy.active:
+            policy.check_open(self.rel, flags)
+            exact = exact or policy.patterned
         return confinement.open(self.root.fd, self.relpath, flags, exact=exact, mode=mode)
 
 
@@ -278,9 +301,29 @@ class Directory:
 
     # -- opening names in it ----------------------------------------------------
 
+    @property
+    def policy(self) -> Policy:
+        return self.location.root.policy
+
+    def _below(self, name: str) -> tuple[str, ...]:
+        return (*self.location.rel, _entry_name(name))
+
+    def _may_change(self, name: str, *, existing: bool) -> None:
+        """Raise unless the policy lets the entry ``name`` change (``existing``: the
+        change needs it to exist, so a hidden one is absent rather than refused)."""
+        policy = self.policy
+        if policy.active:
+            rel = self._below(name)
+            if existing:
+                policy.check_visible(rel)
+            policy.check_change(rel)
+
     def open(self, name: str, flags: int, *, mode: int = 0) -> int:
         """The entry ``name`` opened with ``flags``: an exact open, so a symlink there
         is never followed (ELOOP), wherever it points."""
+        policy = self.policy
+        if policy.active:
+            policy.check_open(self._below(name), flags)
         return self.confinement.open(self.fd, _entry_name(name), flags, exact=True, mode=mode)
 
     def entry(self, name: str, path: str) -> Handle:
@@ -301,6 +344,8 @@ class Directory:
 
     def tmpfile(self, *, mode: int = 0o666) -> int:
         """A new unnamed regular file in this directory (``O_TMPFILE``), open for writing."""
+        if self.policy.active:
+            self.policy.check_open(self.location.rel, os.O_TMPFILE | os.O_WRONLY)
         return self.confinement.open(
             self.fd, ".", os.O_TMPFILE | os.O_WRONLY, exact=True, mode=mode
         )
@@ -311,8 +356,16 @@ class Directory:
 
     def entries(self) -> tuple[list[str], str]:
         """The names of this (readable) directory's entries in byte order, and their
-        kind letters (see :func:`sandboxfs.binding.syscalls.read_dir`)."""
-        return syscalls.read_dir(self.fd)
+        kind letters (see :func:`sandboxfs.binding.syscalls.read_dir`); hidden entries
+        are left out."""
+        names, kinds = syscalls.read_dir(self.fd)
+        hidden = self.policy.hidden_names(self.location.rel, names)
+        if hidden:
+            kept = [
+                (name, kind) for name, kind in zip(names, kinds, strict=True) if name not in hidden
+            ]
+            return [name for name, _ in kept], "".join(kind for _, kind in kept)
+        return names, kinds
 
     def read_files(
         self, batch: syscalls.LeafBatch, names: bytes, *, block: int, probe: int, needle: bytes
@@ -321,7 +374,12 @@ class Directory:
         NUL) in this directory, in one call into C (:func:`syscalls.read_leaves`): each
         opened as an exact open is (never through a symlink), with :data:`READ_FLAGS`,
         and read only if ``fstat`` shows a regular file.  Returns how many names
-        ``batch`` now describes."""
+        ``batch`` now describes.  Hidden names are refused (ValueError): they come
+        from :meth:`entries`, which never gives one."""
+        if self.policy.patterned:
+            listed = [os.fsdecode(raw) for raw in names.split(b"\0")[:-1]]
+            if self.policy.hidden_names(self.location.rel, listed):
+                raise ValueError("a hidden name was passed to read_files")
         return syscalls.read_leaves(
             batch,
             self.fd,
@@ -334,21 +392,27 @@ class Directory:
             needle=needle,
         )
 
-    def scandir(self) -> os.ScandirIterator[str]:  # type: ignore[name-defined]
+    def scandir(self) -> AbstractContextManager[Iterator[os.DirEntry[str]]]:
         """The entries of this (readable) directory, as ``os.scandir`` gives them
-        (use it as a context manager)."""
+        (use it as a context manager); hidden entries are left out."""
+        if self.policy.patterned:
+            return _visible_entries(os.scandir(self.fd), self.policy, self.location.rel)
         return os.scandir(self.fd)
 
     # -- acting on names in it --------------------------------------------------
 
     def lstat(self, name: str) -> os.stat_result | None:
-        """``lstat`` of the entry ``name``; None if there is none."""
+        """``lstat`` of the entry ``name``; None if there is none (or it is hidden)."""
+        if self.policy.patterned and self.policy.verdict(self._below(name)).hidden:
+            return None
         try:
             return os.stat(_entry_name(name), dir_fd=self.fd, follow_symlinks=False)
         except FileNotFoundError:
             return None
 
     def readlink(self, name: str) -> str:
+        if self.policy.patterned:
+            self.policy.check_visible(self._below(name))
         return os.readlink(_entry_name(name), dir_fd=self.fd)
 
     def is_mount_point(self, name: str) -> bool:
@@ -363,24 +427,84 @@ class Directory:
         return st.st_dev != parent_dev or self.is_mount_point(name)
 
     def mkdir(self, name: str, mode: int = 0o777) -> None:
+        self._may_change(name, existing=False)
         os.mkdir(_entry_name(name), mode, dir_fd=self.fd)
 
     def symlink(self, target: str, name: str) -> None:
+        self._may_change(name, existing=False)
         os.symlink(target, _entry_name(name), dir_fd=self.fd)
 
     def unlink(self, name: str) -> None:
+        self._may_change(name, existing=True)
         os.unlink(_entry_name(name), dir_fd=self.fd)
 
     def rmdir(self, name: str) -> None:
+        self._may_change(name, existing=True)
         os.rmdir(_entry_name(name), dir_fd=self.fd)
 
     def link(self, fd: int, name: str) -> None:
         """Give the open file ``fd`` (an ``O_TMPFILE``) the name ``name`` here."""
+        self._may_change(name, existing=False)
         syscalls.link_fd(fd, self.fd, _entry_name(name))
 
     def rename(self, name: str, to: Directory, to_name: str, flags: int) -> None:
-        """``renameat2(self, name, to, to_name, flags)``."""
+        """``renameat2(self, name, to, to_name, flags)``, if both policies allow it:
+        the source may change, the destination may be made or replaced, and no
+        entry below a renamed directory is hidden or protected where it is or
+        where it would be (both ways for ``RENAME_EXCHANGE``)."""
+        self._may_change(name, existing=True)
+        exchange = bool(flags & syscalls.RENAME_EXCHANGE)
+        to._may_change(to_name, existing=exchange)
+        here, there = self.location.child(name), to.location.child(to_name)
+        if self.policy.patterned or to.policy.patterned:
+            self._check_subtree(name, here, there)
+            if exchange:
+                to._check_subtree(to_name, there, here)
         syscalls.renameat2(self.fd, _entry_name(name), to.fd, _entry_name(to_name), flags)
+
+    def _check_subtree(self, name: str, here: Location, there: Location) -> None:
+        """Refuse (PolicyRefusal) to move the directory ``name`` (at ``here``) to
+        ``there`` if any entry below it, hidden ones included, is hidden or
+        protected at either place, or if there are too many to check."""
+        try:
+            st = os.stat(_entry_name(name), dir_fd=self.fd, follow_symlinks=False)
+        except FileNotFoundError:
+            return
+        if not stat.S_ISDIR(st.st_mode):
+            return
+        ours, theirs = here.root.policy, there.root.policy
+        seen = 0
+        # Raw descriptors on purpose: the check must see the entries the policy hides.
+        top: tuple[str, ...] = ()
+        pending = [(self.confinement.open(self.fd, name, LIST_FLAGS, exact=True), top)]
+        try:
+            while pending:
+                fd, below = pending.pop()
+                try:
+                    names, kinds = syscalls.read_dir(fd)
+                    for child, kind in zip(names, kinds, strict=True):
+                        seen += 1
+                        if seen > SUBTREE_CHECK_ENTRIES:
+                            raise PolicyRefusal(
+                                errno.EACCES, "too many entries below it to check the policy"
+                            )
+                        rel = (*below, child)
+                        if (
+                            ours.verdict((*here.rel, *rel)) != _VISIBLE
+                            or theirs.verdict((*there.rel, *rel)) != _VISIBLE
+                        ):
+                            raise PolicyRefusal(
+                                errno.EACCES, "it holds entries the policy hides or protects"
+                            )
+                        if kind == "d":
+                            pending.append(
+                                (self.confinement.open(fd, child, LIST_FLAGS, exact=True), rel)
+                            )
+                finally:
+                    os.close(fd)
+        finally:
+            for fd, _ in pending:
+                os.close(fd)
 
 
 @final
@@ -439,11 +563,29 @@ class ParentDir:
         self.dir.rename(self.leaf, other.dir, other.leaf, flags)
 
 
+def _visible_entries(
+    it: os.ScandirIterator[str],  # type: ignore[name-defined]
+    policy: Policy,
+    rel: tuple[str, ...],
+) -> AbstractContextManager[Iterator[os.DirEntry[str]]]:
+    """``it`` without the entries ``policy`` hides (closed with the context)."""
+
+    @contextmanager
+    def visible() -> Iterator[Iterator[os.DirEntry[str]]]:
+        with it:
+            entries = list(it)
+        hidden = policy.hidden_names(rel, [entry.name for entry in entries])
+        yield iter([entry for entry in entries if entry.name not in hidden])
+
+    return visible()
+
+
 def open_root_beneath(
     root: Root, below: tuple[str, ...], confinement: Confinement, real: str, given: str
 ) -> Root:
     """A client's root that lies inside the allowed directory ``root``, opened beneath
     that directory's descriptor (symlinks inside followed), so it cannot be
-    anywhere else.  Raises OSError."""
+    anywhere else; it keeps ``root``'s policy (ENOENT if the policy hides it).
+    Raises OSError."""
     fd = Location(root, below).open(confinement, os.O_PATH | os.O_DIRECTORY, exact=False)
-    return Root(fd, real, given)
+    return Root(fd, real, given, root.policy.beneath(below))

@@ -11,6 +11,8 @@ import errno
 import os
 from typing import ClassVar
 
+from sandboxfs.core.policy import PolicyRefusal
+
 
 class SandboxError(Exception):
     """A request sandboxfs refuses or cannot complete.  ``str()`` is client-safe."""
@@ -154,6 +156,8 @@ def from_oserror(exc: OSError, path: str, *, no_xdev: bool = False) -> SandboxEr
     directories.
     """
     number = exc.errno or errno.EIO
+    if isinstance(exc, PolicyRefusal):
+        return AccessDenied(f"Access denied - {exc.reason}: {path}", errno.errorcode[number])
     if number == errno.EXDEV:
         if no_xdev:
             return AccessDenied(f"Access denied - path crosses a mount point (--no-xdev): {path}")

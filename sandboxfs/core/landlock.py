@@ -4,7 +4,8 @@ openat2 confines each call; Landlock makes the process unable to reach outside
 the allowed directories even if a bug slipped past the first layer.  It is
 applied once, from the main thread before any other thread exists, so every
 thread inherits it: filesystem rights only beneath the allowed directories
-(read rights only with ``--read-only``), read-only access to Python's own
+(read rights only with ``--read-only``, or beneath a directory whose policy
+is read-only), read-only access to Python's own
 files (so lazy imports keep working), no TCP bind or connect (ABI >= 4) except
 the listening port, and (ABI >= 6) no abstract unix sockets or signals outside
 the process.  Irreversible by design.
@@ -123,6 +124,21 @@ def _only_thread() -> bool:
         return True  # no /proc: threading's count is all we can know
 
 
+def _add_roots(ruleset: int, abi: int, roots: Sequence[Root], *, read_only: bool) -> None:
+    """One rule per allowed directory; one its policy makes read-only is read-only
+    here too."""
+    for root in roots:
+        frozen = read_only or not root.policy.writable
+        syscalls.landlock_add_path_rule(ruleset, root_rights(abi, read_only=frozen), root.fd)
+
+
+def _describe_roots(roots: Sequence[Root], *, read_only: bool) -> str:
+    frozen = sum(1 for root in roots if read_only or not root.policy.writable)
+    if frozen in (0, len(roots)):
+        return ("read-only" if frozen else "read-write") + " beneath the allowed directories"
+    return f"read-write beneath the allowed directories, read-only beneath {frozen} of them"
+
+
 def confine(
     roots: Sequence[Root],
     *,
@@ -144,8 +160,7 @@ def confine(
     scoped = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if abi >= 6 else 0
     ruleset = syscalls.landlock_create_ruleset(handled_fs(abi), net, scoped)
     try:
-        for root in roots:
-            syscalls.landlock_add_path_rule(ruleset, root_rights(abi, read_only=read_only), root.fd)
+        _add_roots(ruleset, abi, roots, read_only=read_only)
         for path in python_paths():
             fd = os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
             try:
@@ -165,7 +180,7 @@ def confine(
         syscalls.landlock_restrict_self(ruleset)
     finally:
         os.close(ruleset)
-    parts = ["read-only" if read_only else "read-write", "beneath the allowed directories"]
+    parts = [_describe_roots(roots, read_only=read_only)]
     if net:
         parts.append(
             f"TCP bind only on port {', '.join(map(str, tcp_ports))}" if tcp_ports else "no TCP"

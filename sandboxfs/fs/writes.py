@@ -34,6 +34,7 @@ from sandboxfs.core.errors import (
     SandboxError,
     Unsupported,
 )
+from sandboxfs.core.policy import PolicyRefusal
 from sandboxfs.fs.context import FsContext
 from sandboxfs.fs.entries import require_regular
 from sandboxfs.fs.files import cached_file_revision
@@ -119,6 +120,8 @@ def _open_existing_for_replace(parent: ParentDir) -> tuple[int, os.stat_result]:
     require_regular(st, path)
     try:
         fd = parent.open(os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    except PolicyRefusal:
+        raise  # the policy's own reason is the message
     except OSError as exc:
         if exc.errno in (errno.EACCES, errno.EPERM):
             raise PermissionDenied(

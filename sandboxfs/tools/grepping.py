@@ -43,10 +43,10 @@ from sandboxfs.binding.syscalls import (
 )
 from sandboxfs.core.chokepoint import Directory
 from sandboxfs.core.errors import InvalidArgument, LimitExceeded, SandboxError
+from sandboxfs.core.globs import Glob, GlobError, compile_glob
 from sandboxfs.core.names import quote_path, structured_path
 from sandboxfs.fs.files import OpenFile
 from sandboxfs.fs.walks import TreeWalk
-from sandboxfs.core.globs import Glob, GlobError, compile_glob
 from sandboxfs.tools.spec import READ_ONLY, CallContext, Param, Progress, ToolResult, ToolSpec
 from sandboxfs.tools.walking import Walker
 

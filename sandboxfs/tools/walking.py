@@ -19,11 +19,11 @@ from sandboxfs.core.errors import (
     NotFound,
     PermissionDenied,
 )
+from sandboxfs.core.globs import Glob, GlobError, compile_glob
 from sandboxfs.core.names import quote_name, quote_names, structured_names, structured_path
 from sandboxfs.fs.entries import Entry
 from sandboxfs.fs.walks import TreeWalk
 from sandboxfs.tools.format import display_base
-from sandboxfs.core.globs import Glob, GlobError, compile_glob
 from sandboxfs.tools.spec import (
     READ_ONLY,
     STRING_LIST,

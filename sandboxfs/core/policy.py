@@ -1,0 +1,284 @@
+"""What an agent may see and change beneath one allowed directory.
+
+A :class:`Policy` belongs to a :class:`~sandboxfs.core.allowlist.Root` and is
+enforced by the chokepoint (:mod:`sandboxfs.core.chokepoint`) on every
+component of every location it opens, lists or changes:
+
+* **read-only**: nothing beneath the directory is created, written, truncated,
+  removed or renamed (Landlock makes the same directory read-only too);
+* **hidden** patterns: a matching entry, and everything below it, is treated as
+  absent: never listed, never opened (``ENOENT``, exactly as if it did not
+  exist), never created, never a rename's source or destination;
+* **protected** patterns: a matching entry, and everything below it, stays
+  visible and readable but is never created, written, removed, renamed or
+  replaced.
+
+Patterns use the ``search_files`` glob syntax (:mod:`sandboxfs.core.globs`)
+over the path relative to the allowed directory.  A pattern without a ``/``
+matches a name at any depth (``*.pem`` is ``**/*.pem``), as in ``.gitignore``;
+a pattern with a ``/`` is anchored at the allowed directory (``.git/config``
+is only the top one; write ``**/.git/config`` for every one).  A path is
+hidden (protected) when it or any directory above it matches.
+
+Guarantee: :meth:`Policy.verdict` is a pure function of the components below
+the allowed directory; the chokepoint applies it to canonical (symlink-free)
+locations only, so a symlink cannot reach a hidden or protected entry under
+another name.  Hard links can: a policy names paths, not files (SECURITY.md).
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Final, final
+
+from sandboxfs.core.globs import Glob, GlobError, compile_glob
+
+#: The named presets an operator can start from (``--preset NAME``).
+PRESETS: Final[dict[str, tuple[tuple[str, ...], tuple[str, ...]]]] = {
+    # name: (hidden, protected)
+    "secrets": (
+        (
+            ".env*",
+            "*.pem",
+            "*.key",
+            "*.p12",
+            "*.pfx",
+            "id_*",
+            ".netrc",
+            ".git-credentials",
+            ".pgpass",
+            ".npmrc",
+            ".pypirc",
+            ".ssh",
+            "**/.git/config",
+            "**/.aws/credentials",
+            "**/.docker/config.json",
+        ),
+        (),
+    ),
+}
+
+#: Most patterns one policy may hold (each is matched at every path component).
+MAX_PATTERNS: Final = 256
+
+#: Open flags that create, write or truncate.
+_CHANGING_FLAGS: Final = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
+
+
+class PolicyError(ValueError):
+    """A policy that cannot be used (a bad pattern, an unknown preset)."""
+
+
+@final
+class PolicyRefusal(OSError):
+    """The policy refuses a change: not the kernel, but reported the same way.
+
+    ``reason`` says which rule refused (it names no path); the chokepoint's
+    error gate turns it into a client-safe message naming the client's path.
+    """
+
+    def __init__(self, number: int, reason: str) -> None:
+        super().__init__(number, reason)
+        self.reason = reason
+
+
+def _anchored(pattern: str) -> str:
+    """The pattern as matched from the allowed directory (no ``/``: any depth)."""
+    return pattern if "/" in pattern else "**/" + pattern
+
+
+def _compile(patterns: Iterable[str], option: str) -> tuple[Glob, ...]:
+    globs = []
+    for pattern in patterns:
+        if not pattern or pattern.startswith(("!", "/")) or pattern.endswith("/"):
+            raise PolicyError(
+                f"{option} {pattern!r}: a pattern is relative, not negated, with no trailing '/'"
+            )
+        try:
+            globs.append(compile_glob(_anchored(pattern)))
+        except GlobError as exc:
+            raise PolicyError(f"{option} {pattern!r}: {exc}") from None
+    return tuple(globs)
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """What the policy says of one location."""
+
+    hidden: bool
+    protected: bool
+
+
+_VISIBLE: Final = Verdict(hidden=False, protected=False)
+
+# Per pattern set, the automaton states after some components, and whether a
+# prefix already matched: (hide states, hidden, protect states, protected).
+_State = tuple[tuple[int, ...], bool, tuple[int, ...], bool]
+
+
+@final
+@dataclass(frozen=True)
+class Policy:
+    """The rules of one allowed directory.  Immutable and hashable.
+
+    ``base`` is where this directory lies below the one the patterns are
+    anchored at (a client's root inside an allowed directory inherits that
+    directory's policy with the components between them).
+    """
+
+    writable: bool = True
+    hide: tuple[str, ...] = ()
+    protect: tuple[str, ...] = ()
+    base: tuple[str, ...] = ()
+    _hide: tuple[Glob, ...] = field(default=(), init=False, repr=False, compare=False)
+    _protect: tuple[Glob, ...] = field(default=(), init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if len(self.hide) + len(self.protect) > MAX_PATTERNS:
+            raise PolicyError(f"a policy holds at most {MAX_PATTERNS} patterns")
+        object.__setattr__(self, "_hide", _compile(self.hide, "--hide"))
+        object.__setattr__(self, "_protect", _compile(self.protect, "--protect"))
+
+    @classmethod
+    def of(
+        cls,
+        *,
+        writable: bool = True,
+        hide: Iterable[str] = (),
+        protect: Iterable[str] = (),
+        presets: Iterable[str] = (),
+    ) -> Policy:
+        """A policy from options and named presets (duplicates dropped, order kept)."""
+        hidden, protected = list(hide), list(protect)
+        for name in presets:
+            if name not in PRESETS:
+                raise PolicyError(f"unknown preset {name!r} (known: {', '.join(PRESETS)})")
+            hidden.extend(PRESETS[name][0])
+            protected.extend(PRESETS[name][1])
+        return cls(
+            writable=writable,
+            hide=tuple(dict.fromkeys(hidden)),
+            protect=tuple(dict.fromkeys(protected)),
+        )
+
+    # -- what it says ------------------------------------------------------------
+
+    @property
+    def active(self) -> bool:
+        """Whether anything is refused at all (an open policy costs nothing)."""
+        return not self.writable or self.patterned
+
+    @property
+    def patterned(self) -> bool:
+        """Whether some names are hidden or protected: then every open is exact, so
+        only canonical locations are judged."""
+        return bool(self._hide or self._protect)
+
+    def verdict(self, rel: tuple[str, ...]) -> Verdict:
+        """What the policy says of the location ``rel`` below this directory."""
+        if not self.patterned:
+            return _VISIBLE
+        _, hidden, _, protected = _states(self, rel)
+        if not (hidden or protected):
+            return _VISIBLE
+        return Verdict(hidden, protected)
+
+    def hidden_names(self, rel: tuple[str, ...], names: Iterable[str]) -> set[str]:
+        """Which of ``names``, entries of the directory at ``rel``, are hidden."""
+        if not self._hide:
+            return set()
+        hide_states, hidden, _, _ = _states(self, rel)
+        if hidden:
+            return set(names)
+        live = [(glob, state) for glob, state in zip(self._hide, hide_states, strict=True) if state]
+        if not live:
+            return set()
+        return {
+            name
+            for name in names
+            if any(glob.accepts(glob.step(state, name)) for glob, state in live)
+        }
+
+    def beneath(self, below: tuple[str, ...]) -> Policy:
+        """This policy for a directory ``below`` this one (a client's narrower root)."""
+        if not below:
+            return self
+        return Policy(
+            writable=self.writable,
+            hide=self.hide,
+            protect=self.protect,
+            base=(*self.base, *below),
+        )
+
+    # -- what the chokepoint asks --------------------------------------------------
+
+    def check_visible(self, rel: tuple[str, ...]) -> None:
+        """Raise ENOENT, as for a missing entry, if ``rel`` is hidden."""
+        if self.verdict(rel).hidden:
+            raise FileNotFoundError(errno.ENOENT, "No such file or directory")
+
+    def check_change(self, rel: tuple[str, ...]) -> None:
+        """Raise :class:`PolicyRefusal` unless the entry ``rel`` may be created,
+        written, removed or renamed."""
+        if not self.writable:
+            raise PolicyRefusal(errno.EROFS, "read-only directory")
+        verdict = self.verdict(rel)
+        if verdict.hidden:
+            raise PolicyRefusal(errno.EACCES, "hidden by policy")
+        if verdict.protected:
+            raise PolicyRefusal(errno.EACCES, "protected by policy")
+
+    def check_open(self, rel: tuple[str, ...], flags: int) -> None:
+        """The check for opening ``rel`` with ``flags``: hidden is absent; an open
+        that creates, writes or truncates must be a change the policy allows."""
+        self.check_visible(rel)
+        if flags & _CHANGING_FLAGS or flags & os.O_TMPFILE == os.O_TMPFILE:
+            self.check_change(rel)
+
+    def describe(self) -> str:
+        """One line for the operator's log and list_allowed_directories."""
+        parts = ["read-write" if self.writable else "read-only"]
+        if self.hide:
+            parts.append(f"{len(self.hide)} hidden pattern(s)")
+        if self.protect:
+            parts.append(f"{len(self.protect)} protected pattern(s)")
+        return ", ".join(parts)
+
+
+#: The policy of a directory with no rules.
+OPEN: Final = Policy()
+
+
+@functools.lru_cache(maxsize=8192)
+def _states(policy: Policy, rel: tuple[str, ...]) -> _State:
+    """The automaton states after ``policy.base + rel`` (memoized per prefix, so
+    siblings share their parents' work)."""
+    if rel:
+        return _advance(policy, _states(policy, rel[:-1]), rel[-1])
+    state: _State = (
+        tuple(glob.start() for glob in policy._hide),
+        False,
+        tuple(glob.start() for glob in policy._protect),
+        False,
+    )
+    for name in policy.base:
+        state = _advance(policy, state, name)
+    return state
+
+
+def _advance(policy: Policy, state: _State, name: str) -> _State:
+    hide, hidden, protect, protected = state
+    if not hidden:
+        hide = tuple(g.step(s, name) if s else 0 for g, s in zip(policy._hide, hide, strict=True))
+        hidden = any(g.accepts(s) for g, s in zip(policy._hide, hide, strict=True) if s)
+    if not protected:
+        protect = tuple(
+            g.step(s, name) if s else 0 for g, s in zip(policy._protect, protect, strict=True)
+        )
+        protected = any(g.accepts(s) for g, s in zip(policy._protect, protect, strict=True) if s)
+    return hide, hidden, protect, protected
