@@ -10,7 +10,7 @@ import pytest
 
 from helpers import Tree, make_tree, snapshot
 from sandboxfs.binding import syscalls
-from sandboxfs.core import chokepoint
+from sandboxfs.core import chokepoint, landlock, policy
 from sandboxfs.fs import trees, writes
 from sandboxfs.fs.sandbox import Sandbox
 
@@ -81,7 +81,37 @@ def _drop_change_time_from_tree_revisions() -> None:
     trees.describe_entry = without_ctime  # type: ignore[assignment]
 
 
+def _policy_lets_the_kernel_follow_symlinks() -> None:
+    def open_following(self, confinement, flags, *, exact, mode=0):  # type: ignore[no-untyped-def]
+        if self.root.policy.active:
+            self.root.policy.check_open(self.rel, flags)
+        return confinement.open(self.root.fd, self.relpath, flags, exact=exact, mode=mode)
+
+    chokepoint.Location.open = open_following  # type: ignore[method-assign]
+
+
+def _drop_policy_subtree_check() -> None:
+    chokepoint.Directory._check_subtree = lambda self, *args: None  # type: ignore[method-assign]
+
+
+def _landlock_ignores_directory_policy() -> None:
+    def add_roots(ruleset, abi, roots, *, read_only):  # type: ignore[no-untyped-def]
+        for root in roots:
+            rights = landlock.root_rights(abi, read_only=read_only)
+            landlock.syscalls.landlock_add_path_rule(ruleset, rights, root.fd)
+
+    landlock._add_roots = add_roots
+
+
+def _listings_show_hidden_entries() -> None:
+    policy.Policy.hidden_names = lambda self, rel, names: set()  # type: ignore[method-assign]
+
+
 MUTANTS = {
+    "policy-lets-the-kernel-follow-symlinks": _policy_lets_the_kernel_follow_symlinks,
+    "drop-policy-subtree-check": _drop_policy_subtree_check,
+    "landlock-ignores-directory-policy": _landlock_ignores_directory_policy,
+    "listings-show-hidden-entries": _listings_show_hidden_entries,
     "drop-RESOLVE_BENEATH": _drop_beneath,
     "drop-RESOLVE_NO_XDEV": _drop_no_xdev,
     "drop-RESOLVE_NO_SYMLINKS-on-leaves": _drop_no_symlinks_on_leaves,

@@ -150,7 +150,8 @@ def serve(args: Arguments) -> int:
         # A client's Roots may only narrow directories that carry a policy.
         confine=args.confine_roots or landlocked or policed,
         # Only a stdio client has Roots to be told about.
-        notes=(LANDLOCK_NOTE,) if landlocked and sidecar is None else (),
+        notes=((LANDLOCK_NOTE,) if landlocked and sidecar is None else ())
+        + tuple(_policy_notes(roots)),
     )
     access.announce()
     options = ServerOptions(
@@ -196,6 +197,21 @@ def _directories(args: Arguments) -> list[Directory]:
         raise SystemExit(EXIT_USAGE) from None
     except OSError as exc:
         _fail(f"cannot read --policy {args.policy_file}: {exc.strerror}")
+
+
+def _policy_notes(roots: Sequence[Root]) -> list[str]:
+    """What list_allowed_directories tells the agent of each directory's policy."""
+    notes = []
+    for root in roots:
+        policy = root.policy
+        if not policy.writable:
+            notes.append(f"{root.given} is read-only: every change there is refused.")
+        if policy.protect:
+            shown = ", ".join(policy.protect)
+            notes.append(f"In {root.given}, these stay readable but are never changed: {shown}")
+        if policy.hide:
+            notes.append(f"In {root.given}, some paths are hidden by policy and behave as absent.")
+    return notes
 
 
 def _open_roots(directories: Sequence[Directory]) -> list[Root]:

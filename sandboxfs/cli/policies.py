@@ -132,6 +132,8 @@ def configure(
     if policy_file is not None:
         file_rules, file_directories = load_policy_file(policy_file)
     everywhere = rules + file_rules
+    # Checked once even with no directory to apply them to.
+    Policy.of(hide=everywhere.hide, protect=everywhere.protect, presets=everywhere.presets)
     configured = []
     for text in directories:
         path, writable = split_mode(text)

@@ -462,6 +462,14 @@ class Directory:
                 to._check_subtree(to_name, there, here)
         syscalls.renameat2(self.fd, _entry_name(name), to.fd, _entry_name(to_name), flags)
 
+    def check_tree_removable(self, name: str) -> None:
+        """Refuse (PolicyRefusal), before anything is removed, a recursive removal of
+        the directory ``name`` that would meet an entry the policy hides or protects
+        (a removal that stopped there would be half done)."""
+        if self.policy.patterned:
+            here = self.location.child(_entry_name(name))
+            self._check_subtree(name, here, here)
+
     def _check_subtree(self, name: str, here: Location, there: Location) -> None:
         """Refuse (PolicyRefusal) to move the directory ``name`` (at ``here``) to
         ``there`` if any entry below it, hidden ones included, is hidden or

@@ -265,6 +265,7 @@ def remove(ctx: FsContext, path: str, *, recursive: bool, expected: str | None =
         removed = [0]
         try:
             if recursive:
+                parent.dir.check_tree_removable(parent.leaf)
                 with parent.dir.child(parent.leaf, path) as directory:
                     _clear(ctx, directory, path, 1, removed)
             parent.rmdir()

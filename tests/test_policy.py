@@ -1,0 +1,410 @@
+"""Per-directory policy: read-only directories, hidden and protected paths.
+
+The table below is generated like the escape table (tests/test_escapes.py):
+every public operation of the façade, through each path it declares, against
+each way of naming a hidden or protected entry (directly, through a symlink,
+through a directory on the way, through a symlinked directory).  Hidden content
+and names never come back; hidden and protected entries never change.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import pickle
+import re
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from test_escapes import TARGETS, _call
+
+from helpers import Tree, make_tree, snapshot
+from sandboxfs.cli.policies import Rules, configure, split_mode
+from sandboxfs.core import landlock
+from sandboxfs.core.allowlist import AllowList, Root
+from sandboxfs.core.errors import AccessDenied, SandboxError
+from sandboxfs.core.policy import PRESETS, Policy, PolicyError
+from sandboxfs.core.resolver import Resolver
+from sandboxfs.fs.limits import Limits
+from sandboxfs.fs.sandbox import Sandbox
+from sandboxfs.tools import CallContext, writing
+from sandboxfs.tools.grepping import grep_files
+from sandboxfs.tools.listing import list_directory
+from sandboxfs.tools.walking import directory_tree, search_files
+from sandboxfs.tools.writing import delete_file, move_file
+
+SECRET = b"HIDDEN-CONTENT-7f3a"
+KEPT = b"protected content\n"
+POLICY = Policy.of(hide=["*.secret", "vault"], protect=["keep.txt", "frozen"])
+
+
+# -- the rules themselves ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("rel", "hidden", "protected"),
+    [
+        (("a.secret",), True, False),
+        (("deep", "er", "a.secret"), True, False),
+        (("vault",), True, False),
+        (("vault", "inside.txt"), True, False),
+        (("x", "vault", "y"), True, False),
+        (("keep.txt",), False, True),
+        (("sub", "keep.txt"), False, True),
+        (("frozen", "a", "b"), False, True),
+        (("secret",), False, False),
+        (("a.secret.txt",), False, False),
+        (("vaults",), False, False),
+        ((), False, False),
+    ],
+)
+def test_a_pattern_without_a_slash_matches_a_name_at_any_depth_and_all_below_it(
+    rel: tuple[str, ...], hidden: bool, protected: bool
+) -> None:
+    verdict = POLICY.verdict(rel)
+    assert (verdict.hidden, verdict.protected) == (hidden, protected)
+
+
+def test_a_pattern_with_a_slash_is_anchored_at_the_allowed_directory() -> None:
+    policy = Policy.of(hide=[".git/config"])
+    assert policy.verdict((".git", "config")).hidden
+    assert not policy.verdict(("sub", ".git", "config")).hidden
+    assert Policy.of(hide=["**/.git/config"]).verdict(("sub", ".git", "config")).hidden
+
+
+def test_a_narrower_root_keeps_the_policy_of_the_directory_it_lies_in() -> None:
+    narrowed = POLICY.beneath(("deep", "vault"))
+    assert narrowed.verdict(()).hidden
+    assert POLICY.beneath(("deep",)).verdict(("vault", "x")).hidden
+    assert not POLICY.beneath(("deep",)).verdict(("x",)).hidden
+
+
+@pytest.mark.parametrize("pattern", ["", "!x", "/abs", "dir/", "[", "a" * 5000])
+def test_an_unusable_pattern_is_refused_with_its_reason(pattern: str) -> None:
+    try:
+        Policy.of(hide=[pattern])
+    except PolicyError as exc:
+        assert "--hide" in str(exc)
+    else:
+        assert pattern == "[", "a pattern that cannot work was accepted"
+
+
+def test_the_secrets_preset_hides_keys_and_environment_files() -> None:
+    policy = Policy.of(presets=["secrets"])
+    for rel in [(".env",), ("app", ".env.local"), ("id_rsa",), ("tls.key",), ("c.pem",)]:
+        assert policy.verdict(rel).hidden, rel
+    assert policy.verdict((".git", "config")).hidden
+    assert policy.verdict(("lib", ".git", "config")).hidden
+    assert not policy.verdict(("src", "main.py")).hidden
+    with pytest.raises(PolicyError, match="unknown preset"):
+        Policy.of(presets=["nope"])
+    assert "secrets" in PRESETS
+
+
+def test_directory_modes_and_policy_files_combine(tmp_path: Path) -> None:
+    assert split_mode("/a:ro") == ("/a", False)
+    assert split_mode("/a:rw") == ("/a", True)
+    assert split_mode("/a:ro:rw") == ("/a:ro", True)
+    assert split_mode("/a:x") == ("/a:x", None)
+    file = tmp_path / "policy.toml"
+    file.write_text(
+        'hide = ["*.log"]\n[[directory]]\npath = "/srv/p"\nmode = "ro"\nprotect = ["README.md"]\n'
+    )
+    got = configure(["/a:ro", "/b"], Rules(hide=("*.pem",)), str(file), read_only=False)
+    assert [(d.path, d.policy.writable) for d in got] == [
+        ("/a", False),
+        ("/b", True),
+        ("/srv/p", False),
+    ]
+    assert got[0].policy.hide == ("*.pem", "*.log")
+    assert got[2].policy.protect == ("README.md",)
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("hide = 3\n", "hide must be a string or a list of strings"),
+        ("colour = 1\n", "unknown key 'colour'"),
+        ('[[directory]]\nmode = "ro"\n', "path must be a non-empty string"),
+        ('[[directory]]\npath = "/x"\nmode = "rx"\n', "mode must be 'ro' or 'rw'"),
+        ('[[directory]]\npath = "/x"\nowner = 1\n', "unknown key 'owner'"),
+        ("hide = [\n", "not valid TOML"),
+        ('hide = ["!x"]\n', "not negated"),
+    ],
+)
+def test_a_bad_policy_file_names_its_problem(tmp_path: Path, text: str, problem: str) -> None:
+    file = tmp_path / "p.toml"
+    file.write_text(text)
+    with pytest.raises(PolicyError, match=problem.replace("(", r"\(").replace("[", r"\[")):
+        configure([], Rules(), str(file), read_only=False)
+
+
+# -- the generated table -------------------------------------------------------------
+
+
+def _plant(tree: Tree, *, hidden: bool = True) -> None:
+    root = tree.root
+    if hidden:
+        (root / "a.secret").write_bytes(SECRET)
+        (root / "vault").mkdir()
+        (root / "vault" / "inside.txt").write_bytes(SECRET)
+    (root / "keep.txt").write_bytes(KEPT)
+    (root / "frozen").mkdir()
+    (root / "frozen" / "f.txt").write_bytes(KEPT)
+    (root / "ln-s").symlink_to("a.secret")
+    (root / "ln-v").symlink_to("vault")
+    (root / "ln-k").symlink_to("keep.txt")
+    (root / "ln-f").symlink_to(str(root / "frozen"))
+
+
+HIDDEN_PATHS = {
+    "hidden-file": "a.secret",
+    "hidden-dir": "vault",
+    "hidden-dir-child": "vault/inside.txt",
+    "link-to-hidden-file": "ln-s",
+    "link-to-hidden-dir-child": "ln-v/inside.txt",
+    "fresh-hidden-name": "new.secret",
+    "fresh-name-in-hidden-dir": "vault/new.txt",
+}
+PROTECTED_PATHS = {
+    "protected-file": "keep.txt",
+    "protected-dir": "frozen",
+    "protected-dir-child": "frozen/f.txt",
+    "link-to-protected-file": "ln-k",
+    "absolute-link-to-protected-dir-child": "ln-f/f.txt",
+    "fresh-name-in-protected-dir": "frozen/new.txt",
+}
+HIDDEN_NAMES = ("a.secret", "inside.txt", "vault")
+
+
+def _sandbox(tree: Tree, policy: Policy = POLICY) -> Sandbox:
+    return Sandbox(Resolver(AllowList.of([Root.open(str(tree.root), policy)])))
+
+
+def _guarded(tree: Tree) -> dict[str, Any]:
+    everything = snapshot(tree.root)
+    return {
+        k: v
+        for k, v in everything.items()
+        if k.split("/")[0] in ("a.secret", "vault", "keep.txt", "frozen")
+    }
+
+
+@pytest.mark.parametrize(("operation", "index", "role"), TARGETS)
+@pytest.mark.parametrize("case", sorted(HIDDEN_PATHS) + sorted(PROTECTED_PATHS))
+def test_every_operation_keeps_hidden_entries_absent_and_protected_ones_unchanged(
+    tree: Tree, case: str, operation: str, index: int, role: str
+) -> None:
+    _plant(tree)
+    (tree.root / "inside.txt").write_bytes(b"inside")
+    before = _guarded(tree)
+    path = HIDDEN_PATHS.get(case) or PROTECTED_PATHS[case]
+    got = _outcome(_sandbox(tree), operation, index, path)
+    assert SECRET.decode() not in got, f"{operation} revealed hidden content"
+    assert _guarded(tree) == before, f"{operation} changed a hidden or protected entry"
+    if case in HIDDEN_PATHS and not _policy_refusal(got):
+        # Treated as absent: exactly what the same call gives where the hidden
+        # entries really are absent (the symlinks to them left dangling).
+        (tree.base / "twin").mkdir()
+        twin = make_tree(tree.base / "twin")
+        _plant(twin, hidden=False)
+        (twin.root / "inside.txt").write_bytes(b"inside")
+        assert got == _outcome(_sandbox(twin), operation, index, path)
+
+
+def _outcome(sandbox: Sandbox, operation: str, index: int, path: str) -> str:
+    """What a call showed: its error, or that it worked and everything it gave."""
+    try:
+        result = _call(sandbox, operation, index, path)
+    except SandboxError as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return "ok: " + re.sub(r"sha256:[0-9a-f]+|[a-z_]+=\d+", "#", repr(result))
+
+
+def _policy_refusal(outcome: str) -> bool:
+    return outcome.startswith("AccessDenied: Access denied - ") and (
+        "by policy" in outcome or "policy hides or protects" in outcome
+    )
+
+
+# -- through the tools ---------------------------------------------------------------
+
+
+def _ctx(tree: Tree, policy: Policy = POLICY) -> CallContext:
+    return CallContext(_sandbox(tree, policy), Limits())
+
+
+def test_listings_trees_searches_and_greps_never_show_a_hidden_entry(tree: Tree) -> None:
+    _plant(tree)
+    (tree.root / "plain.txt").write_bytes(b"needle\n")
+    (tree.root / "vault" / "nv.txt").write_bytes(b"needle\n")
+    (tree.root / "x.secret").write_bytes(b"needle\n")
+    ctx = _ctx(tree)
+    outputs = [
+        list_directory(ctx, str(tree.root)),
+        directory_tree(ctx, str(tree.root)),
+        search_files(ctx, str(tree.root), "**"),
+        grep_files(ctx, "needle", path=str(tree.root)),
+    ]
+    for result in outputs:
+        shown = result.text + json.dumps(result.structured)
+        for name in (*HIDDEN_NAMES, "x.secret", "nv.txt"):
+            assert name not in shown, (name, shown)
+    assert "plain.txt" in outputs[3].text
+
+
+def test_a_move_that_would_carry_a_hidden_or_protected_entry_is_refused(tree: Tree) -> None:
+    _plant(tree)
+    (tree.root / "box").mkdir()
+    (tree.root / "box" / "inner.secret").write_bytes(SECRET)
+    (tree.root / "plain").mkdir()
+    (tree.root / "plain" / "f.txt").write_bytes(b"f")
+    ctx = _ctx(tree)
+    before = snapshot(tree.root)
+    moves = [("box", "box2"), ("plain", "frozen/x"), ("plain", "x.secret"), ("frozen", "f2")]
+    for source, destination in moves:
+        with pytest.raises(AccessDenied):
+            move_file(ctx, str(tree.root / source), str(tree.root / destination))
+    with pytest.raises(AccessDenied, match="hides or protects"):
+        move_file(ctx, str(tree.root / "box"), str(tree.root / "box2"))
+    with pytest.raises(AccessDenied, match="hides or protects"):
+        delete_file(ctx, str(tree.root / "box"), recursive=True)
+    assert snapshot(tree.root) == before
+    # A directory with nothing hidden or protected below it moves.
+    move_file(ctx, str(tree.root / "plain"), str(tree.root / "plain2"))
+    assert (tree.root / "plain2" / "f.txt").read_bytes() == b"f"
+
+
+def test_a_read_only_directory_refuses_every_change_and_says_so(tree: Tree) -> None:
+    (tree.root / "f.txt").write_bytes(b"f")
+    ctx = _ctx(tree, Policy.of(writable=False))
+    before = snapshot(tree.root)
+    calls: list[Callable[[], object]] = [
+        lambda: writing.write_file(ctx, str(tree.root / "f.txt"), "x"),
+        lambda: writing.write_file(ctx, str(tree.root / "g.txt"), "x"),
+        lambda: writing.append_file(ctx, str(tree.root / "f.txt"), "x"),
+        lambda: writing.edit_file(
+            ctx, str(tree.root / "f.txt"), [{"oldText": "f", "newText": "g"}]
+        ),
+        lambda: writing.create_directory(ctx, str(tree.root / "d")),
+        lambda: writing.move_file(ctx, str(tree.root / "f.txt"), str(tree.root / "h.txt")),
+        lambda: writing.copy_file(ctx, str(tree.root / "f.txt"), str(tree.root / "h.txt")),
+        lambda: writing.delete_file(ctx, str(tree.root / "f.txt")),
+    ]
+    for call in calls:
+        with pytest.raises(AccessDenied, match="read-only directory"):
+            call()
+    assert snapshot(tree.root) == before
+
+
+# -- Landlock alone ------------------------------------------------------------------
+
+
+def _in_a_confined_child(fn: Callable[[], Any]) -> Any:
+    """``fn()`` in a forked child (one thread: Landlock can be applied there)."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child
+        os.close(read_end)
+        try:
+            outcome: tuple[bool, Any] = (True, fn())
+        except BaseException as exc:  # reported to the parent
+            outcome = (False, repr(exc))
+        with os.fdopen(write_end, "wb") as out:
+            out.write(pickle.dumps(outcome))
+        os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as inp:
+        data = inp.read()
+    os.waitpid(pid, 0)
+    ok, value = pickle.loads(data)
+    assert ok, value
+    return value
+
+
+def _raw_changes(top: Path) -> dict[str, str]:
+    """Every kind of change, made on plain paths: no openat2, no chokepoint."""
+    attempts: dict[str, Callable[[], object]] = {
+        "open-write": lambda: os.close(os.open(top / "f.txt", os.O_WRONLY)),
+        "create": lambda: os.close(os.open(top / "new.txt", os.O_WRONLY | os.O_CREAT, 0o644)),
+        "truncate": lambda: os.truncate(top / "f.txt", 0),
+        "mkdir": lambda: os.mkdir(top / "newdir"),
+        "rmdir": lambda: os.rmdir(top / "empty"),
+        "unlink": lambda: os.unlink(top / "u.txt"),
+        "rename": lambda: os.rename(top / "r.txt", top / "g.txt"),
+        "symlink": lambda: os.symlink("f.txt", top / "l"),
+    }
+    outcome = {}
+    for name, attempt in attempts.items():
+        try:
+            attempt()
+            outcome[name] = "done"
+        except OSError as exc:
+            outcome[name] = errno.errorcode.get(exc.errno or 0, "?")
+    return outcome
+
+
+@pytest.mark.skipif(landlock.abi_version() < 3, reason="needs Landlock ABI 3 (truncate)")
+def test_landlock_alone_refuses_every_change_beneath_a_read_only_directory(tmp_path: Path) -> None:
+    """The openat2 layer is bypassed: the child changes plain paths with os.*, after
+    the same Landlock confinement the server applies from these policies."""
+    frozen, open_ = tmp_path / "frozen", tmp_path / "open"
+    for top in (frozen, open_):
+        top.mkdir()
+        for name in ("f.txt", "u.txt", "r.txt"):
+            (top / name).write_bytes(b"f")
+        (top / "empty").mkdir()
+
+    def confined() -> dict[str, dict[str, str]]:
+        roots = [Root.open(str(frozen), Policy.of(writable=False)), Root.open(str(open_))]
+        status = landlock.confine(roots, read_only=False)
+        assert status.enforced, status.detail
+        return {"frozen": _raw_changes(frozen), "open": _raw_changes(open_)}
+
+    outcome = _in_a_confined_child(confined)
+    assert set(outcome["frozen"].values()) == {"EACCES"}, outcome["frozen"]
+    # The same changes beneath the writable directory all happen: the child could
+    # change files, and only the policy's directory refused.
+    assert set(outcome["open"].values()) == {"done"}, outcome["open"]
+    assert (frozen / "f.txt").read_bytes() == b"f"
+
+
+# -- the command line ----------------------------------------------------------------
+
+
+def _sandboxfs(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "sandboxfs", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def test_policy_options_without_directories_and_bad_files_are_usage_errors(
+    tmp_path: Path,
+) -> None:
+    run = _sandboxfs("--hide", "*.pem")
+    assert run.returncode == 2
+    assert "--hide needs command-line directories" in run.stderr
+    bad = tmp_path / "p.toml"
+    bad.write_text("hide = 3\n")
+    run = _sandboxfs("--policy", str(bad), str(tmp_path))
+    assert run.returncode == 2
+    assert "hide must be a string or a list of strings" in run.stderr
+    run = _sandboxfs("--policy", str(tmp_path / "missing.toml"), str(tmp_path))
+    assert run.returncode == 1
+    assert "cannot read --policy" in run.stderr
+
+
+def test_nested_directories_with_different_policies_are_refused(tmp_path: Path) -> None:
+    (tmp_path / "inner").mkdir()
+    run = _sandboxfs(str(tmp_path), f"{tmp_path / 'inner'}:ro")
+    assert run.returncode == 1
+    assert "overlap with different policies" in run.stderr
