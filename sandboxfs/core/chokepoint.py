@@ -462,6 +462,17 @@ class Directory:
                 to._check_subtree(to_name, there, here)
         syscalls.renameat2(self.fd, _entry_name(name), to.fd, _entry_name(to_name), flags)
 
+    def check_creatable(self, names: tuple[str, ...]) -> None:
+        """Raise (PolicyRefusal), before anything is made, unless the policy lets each
+        of ``names``, every one inside the one before, be created in this directory
+        (so a ``mkdir -p`` the policy stops half-way is refused whole)."""
+        policy = self.policy
+        if policy.active:
+            rel = self.location.rel
+            for name in names:
+                rel = (*rel, _entry_name(name))
+                policy.check_change(rel)
+
     def check_tree_removable(self, name: str) -> None:
         """Refuse (PolicyRefusal), before anything is removed, a recursive removal of
         the directory ``name`` that would meet an entry the policy hides or protects

@@ -39,6 +39,11 @@ def make_dirs(ctx: FsContext, path: str, *, expected: str | None = None) -> Chan
                 raise
             depth -= 1
     missing = loc.rel[depth:]
+    try:
+        directory.check_creatable(missing)
+    except OSError as exc:
+        directory.close()
+        raise ctx.resolver.error(exc, path) from None
     created = [0]
     try:
         with _create_below(directory, missing, path, created, exclusive=expected == ABSENT) as last:
