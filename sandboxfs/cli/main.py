@@ -150,8 +150,8 @@ def serve(args: Arguments) -> int:
         # A client's Roots may only narrow directories that carry a policy.
         confine=args.confine_roots or landlocked or policed,
         # Only a stdio client has Roots to be told about.
-        notes=((LANDLOCK_NOTE,) if landlocked and sidecar is None else ())
-        + tuple(_policy_notes(roots)),
+        notes=(LANDLOCK_NOTE,) if landlocked and sidecar is None else (),
+        policy_notes=tuple(_policy_notes(roots)),
     )
     access.announce()
     options = ServerOptions(

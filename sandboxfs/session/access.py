@@ -46,11 +46,20 @@ class Effective:
 class AccessControl:
     """The allow-list in force for this connection, and how a Roots answer changes it."""
 
-    def __init__(self, cli: AllowList, *, confine: bool, notes: tuple[str, ...] = ()) -> None:
+    def __init__(
+        self,
+        cli: AllowList,
+        *,
+        confine: bool,
+        notes: tuple[str, ...] = (),
+        policy_notes: tuple[str, ...] = (),
+    ) -> None:
         self.cli = cli
         self.confine = confine
-        #: Lines list_allowed_directories adds after the directories.
+        #: Lines list_allowed_directories adds after the directories (about Roots).
         self.notes = notes
+        #: Lines it adds in every era: what the directories' policies allow.
+        self.policy_notes = policy_notes
         source = "from the command line" if not cli.empty else "none yet: waiting for Roots"
         self._current = Effective(cli, source)
         self._roots_in_force = False

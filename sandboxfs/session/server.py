@@ -345,6 +345,7 @@ class SandboxfsServer:
         allowed = tuple(effective.allow.display())
         # The Roots note matters only to a client that has Roots (2025 era, stdio).
         notes = self.access.notes if caller.protocol_version not in MODERN_VERSIONS else ()
+        notes += self.access.policy_notes  # what each directory's policy allows, in every era
 
         def work(watch: Watch) -> ToolResult:
             context = CallContext(
