@@ -24,7 +24,7 @@ import pytest
 from test_escapes import TARGETS, _call
 
 from helpers import Tree, make_tree, snapshot
-from sandboxfs.cli.policies import Rules, configure, split_mode
+from sandboxfs.cli.policies import Rules, configure, load_policy_file, split_mode
 from sandboxfs.core import landlock
 from sandboxfs.core.allowlist import AllowList, Root
 from sandboxfs.core.errors import AccessDenied, SandboxError
@@ -408,3 +408,14 @@ def test_nested_directories_with_different_policies_are_refused(tmp_path: Path) 
     run = _sandboxfs(str(tmp_path), f"{tmp_path / 'inner'}:ro")
     assert run.returncode == 1
     assert "overlap with different policies" in run.stderr
+
+
+def test_the_readme_policy_file_is_one_the_server_reads(tmp_path: Path) -> None:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    blocks = re.findall(r"^```toml\n(.*?)^```\n", readme, re.S | re.M)
+    assert blocks
+    for block in blocks:
+        file = tmp_path / "policy.toml"
+        file.write_text(block)
+        rules, directories = load_policy_file(str(file))
+        assert directories and not rules.empty
