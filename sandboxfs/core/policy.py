@@ -137,12 +137,19 @@ class Policy:
     base: tuple[str, ...] = ()
     _hide: tuple[Glob, ...] = field(default=(), init=False, repr=False, compare=False)
     _protect: tuple[Glob, ...] = field(default=(), init=False, repr=False, compare=False)
+    #: Whether some names are hidden or protected: then every open is exact, so only
+    #: canonical locations are judged.
+    patterned: bool = field(default=False, init=False, repr=False, compare=False)
+    #: Whether anything is refused at all (an open policy costs one test per open).
+    active: bool = field(default=False, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if len(self.hide) + len(self.protect) > MAX_PATTERNS:
             raise PolicyError(f"a policy holds at most {MAX_PATTERNS} patterns")
         object.__setattr__(self, "_hide", _compile(self.hide, "--hide"))
         object.__setattr__(self, "_protect", _compile(self.protect, "--protect"))
+        object.__setattr__(self, "patterned", bool(self._hide or self._protect))
+        object.__setattr__(self, "active", not self.writable or self.patterned)
 
     @classmethod
     def of(
@@ -167,17 +174,6 @@ class Policy:
         )
 
     # -- what it says ------------------------------------------------------------
-
-    @property
-    def active(self) -> bool:
-        """Whether anything is refused at all (an open policy costs nothing)."""
-        return not self.writable or self.patterned
-
-    @property
-    def patterned(self) -> bool:
-        """Whether some names are hidden or protected: then every open is exact, so
-        only canonical locations are judged."""
-        return bool(self._hide or self._protect)
 
     def verdict(self, rel: tuple[str, ...]) -> Verdict:
         """What the policy says of the location ``rel`` below this directory."""
