@@ -16,6 +16,7 @@ import pickle
 import re
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,7 @@ import pytest
 from test_escapes import TARGETS, _call
 
 from helpers import Tree, make_tree, snapshot
+from sandboxfs.binding import syscalls
 from sandboxfs.cli.policies import Rules, configure, load_policy_file, split_mode
 from sandboxfs.core import landlock
 from sandboxfs.core.allowlist import AllowList, Root
@@ -419,3 +421,67 @@ def test_the_readme_policy_file_is_one_the_server_reads(tmp_path: Path) -> None:
         file.write_text(block)
         rules, directories = load_policy_file(str(file))
         assert directories and not rules.empty
+
+
+# -- a race ----------------------------------------------------------------------------
+
+
+def test_an_attacker_exchanging_a_directory_with_a_link_to_a_hidden_one_never_gets_it(
+    tree: Tree,
+) -> None:
+    """An attacker thread keeps exchanging the visible directory ``d`` with a symlink
+    to the hidden ``vault`` (renameat2 RENAME_EXCHANGE) while reads, listings, stats,
+    copies and greps run: the hidden content never comes back, and both states were
+    met (served and refused calls, thousands of swaps)."""
+    _plant(tree)
+    (tree.root / "d").mkdir()
+    (tree.root / "d" / "inside.txt").write_bytes(b"visible\n")
+    (tree.root / "s").symlink_to("vault")
+    sandbox = _sandbox(tree)
+    ctx = _ctx(tree)
+    before = _guarded(tree)
+    stop = threading.Event()
+    swaps = 0
+
+    def attacker() -> None:
+        nonlocal swaps
+        fd = os.open(tree.root, os.O_PATH | os.O_DIRECTORY)
+        try:
+            while not stop.is_set():
+                syscalls.renameat2(fd, "d", fd, "s", syscalls.RENAME_EXCHANGE)
+                swaps += 1
+        finally:
+            os.close(fd)
+
+    def read() -> object:
+        with sandbox.open_file("d/inside.txt") as f:
+            return f.file.read()
+
+    operations: list[Callable[[], object]] = [
+        read,
+        lambda: sandbox.list_dir("d"),
+        lambda: sandbox.stat("d/inside.txt"),
+        lambda: sandbox.copy_file("d/inside.txt", f"c{os.urandom(4).hex()}"),
+        lambda: grep_files(ctx, "i", path="d").text,
+    ]
+    served = refused = 0
+    thread = threading.Thread(target=attacker, daemon=True)
+    thread.start()
+    try:
+        for i in range(2500):
+            try:
+                result = operations[i % len(operations)]()
+            except SandboxError as exc:
+                refused += 1
+                assert SECRET.decode() not in str(exc)
+                continue
+            served += 1
+            assert SECRET not in repr(result).encode()
+            assert "inside.txt" not in repr(result) or "vault" not in repr(result)
+    finally:
+        stop.set()
+        thread.join()
+    assert swaps > 1000 and served > 0 and refused > 0, (swaps, served, refused)
+    for copy in tree.root.glob("c*"):
+        assert copy.read_bytes() == b"visible\n"
+    assert _guarded(tree) == before
