@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Final, final
 
 from sandboxfs.fs.limits import LIMIT_HELP, Limits
+from sandboxfs.fs.workspaces import check_name
 from sandboxfs.transports.sidecar import Endpoint
 
 #: Exit statuses, as ``sandboxfs --help`` documents them.
@@ -72,6 +73,19 @@ VALUE_OPTIONS: Final[dict[str, tuple[str, str, str, bool]]] = {
         "audit_log",
         "FILE",
         "one JSON line per tool call to FILE ('-': stderr, the default; 'off': none)",
+        False,
+    ),
+    "--workspaces": (
+        "workspaces",
+        "BASE",
+        "give every session a private directory under BASE, plus shared named stores",
+        False,
+    ),
+    "--workspace-id": (
+        "workspace_id",
+        "ID",
+        "stdio: resume (or make) this session under --workspaces BASE "
+        "(or set SANDBOXFS_WORKSPACE_ID)",
         False,
     ),
     "--log-level": (
@@ -151,6 +165,8 @@ class Arguments:
     shutdown_grace: float = 10.0
     audit_log: str = "-"
     log_level: str = "info"
+    workspaces: str | None = None
+    workspace_id: str | None = None
     hide: list[str] = field(default_factory=list)
     protect: list[str] = field(default_factory=list)
     presets: list[str] = field(default_factory=list)
@@ -266,21 +282,41 @@ def _check_combinations(args: Arguments) -> None:
     elif "--confine-roots" in args.given:
         raise UsageError("--confine-roots has no effect over HTTP: HTTP never uses client Roots")
     _check_directories(args)
+    _check_workspaces(args)
 
 
 def _check_directories(args: Arguments) -> None:
     """Refuse options that need allowed directories when none are given."""
     if args.directories or args.policy_file is not None:
         return
-    if args.serves_http:
+    if args.workspaces is not None:
+        pass  # the workspaces are the directories
+    elif args.serves_http:
         raise UsageError("serving HTTP needs at least one directory on the command line")
-    if args.confine_roots:
+    elif args.confine_roots:
         raise UsageError("--confine-roots needs command-line directories to confine Roots to")
-    if args.require_landlock:
+    elif args.require_landlock:
         raise UsageError("--require-landlock needs command-line directories to confine to")
     for option in POLICY_OPTIONS:
         if option in args.given:
             raise UsageError(f"{option} needs command-line directories (or --policy FILE)")
+
+
+def _check_workspaces(args: Arguments) -> None:
+    """``--workspace-id`` needs ``--workspaces`` and stdio, and a valid id."""
+    if args.workspace_id is None:
+        return
+    if args.workspaces is None:
+        raise UsageError("--workspace-id needs --workspaces BASE")
+    if args.serves_http:
+        raise UsageError(
+            "--workspace-id applies to stdio; over HTTP the operator's client names its "
+            "session with the Sandboxfs-Workspace-Id header"
+        )
+    try:
+        check_name(args.workspace_id, "--workspace-id")
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def help_text() -> str:
@@ -288,6 +324,7 @@ def help_text() -> str:
     lines = [
         "usage: sandboxfs [OPTIONS] [--] DIR[:ro|:rw]...",
         "       sandboxfs audit [--era 2025|2026] [--json FILE] -- CMD ... {root}",
+        "       sandboxfs workspaces BASE [--prune AGE]",
         "",
         "A security-first MCP filesystem server: an agent may read, write and search",
         "files inside the given directories and nothing else. Speaks MCP over stdio",

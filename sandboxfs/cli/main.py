@@ -36,13 +36,17 @@ from sandboxfs.cli.arguments import (
     parse_arguments,
 )
 from sandboxfs.cli.policies import Directory, Rules, configure
+from sandboxfs.cli.workspaces import SetupError as WorkspaceSetupError
+from sandboxfs.cli.workspaces import setup as workspace_setup
 from sandboxfs.core import landlock
 from sandboxfs.core.allowlist import AllowList, Root
 from sandboxfs.core.policy import PolicyError
 from sandboxfs.core.watch import TEST_STALL_ENV, Stall
+from sandboxfs.fs.workspaces import SessionLease
 from sandboxfs.session.access import AccessControl
 from sandboxfs.session.auditlog import AuditLog
 from sandboxfs.session.server import SandboxfsServer, ServerOptions
+from sandboxfs.session.workspaces import WorkspaceSessions
 from sandboxfs.tools.accounts import Accounts
 from sandboxfs.transports.sidecar import TOKEN_ENV, Endpoint, SidecarOptions, listen, serve_http
 from sandboxfs.transports.stdio import serve_stdio, take_stdio
@@ -89,6 +93,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from sandboxfs.audit.runner import main as audit  # noqa: PLC0415 - only audit needs it
 
         return audit(argv[1:])
+    if argv[:1] == ["workspaces"]:
+        from sandboxfs.cli.workspaces import main as workspaces  # noqa: PLC0415
+
+        return workspaces(argv[1:])
     try:
         args = parse_arguments(argv)
     except UsageError as exc:
@@ -144,7 +152,10 @@ def serve(args: Arguments) -> int:
     wire = take_stdio() if sidecar is None else None
     audit = AuditLog(_open_audit_log(args.audit_log))
     accounts = Accounts.load()
-    landlocked = _apply_landlock(roots, args)
+    workspaces, lease = _open_workspaces(args, roots, sidecar)
+    # Landlock covers BASE as a whole (sessions appear after it is applied).
+    confined = roots if workspaces is None else [workspaces.base.root, *roots]
+    landlocked = _apply_landlock(confined, args)
     access = AccessControl(
         AllowList.of(roots),
         # A client's Roots may only narrow directories that carry a policy.
@@ -153,6 +164,13 @@ def serve(args: Arguments) -> int:
         notes=(LANDLOCK_NOTE,) if landlocked and sidecar is None else (),
         policy_notes=tuple(_policy_notes(roots)),
     )
+    if workspaces is not None:
+        notes = (LANDLOCK_NOTE,) if landlocked and sidecar is None else ()
+        access = (
+            workspaces.shared_access()
+            if lease is None
+            else workspaces.access(lease, notes=notes, policy_notes=access.policy_notes)
+        )
     access.announce()
     options = ServerOptions(
         read_only=args.read_only,
@@ -163,6 +181,7 @@ def serve(args: Arguments) -> int:
         accounts=accounts,
         roots=sidecar is None,
         audit=audit,
+        workspaces=workspaces,
     )
     if sidecar is not None and listener is not None:
         server = SandboxfsServer(options, access)
@@ -173,6 +192,35 @@ def serve(args: Arguments) -> int:
     log.info("sandboxfs %s serving MCP on stdio", __version__)
     code: int = trio.run(lambda: serve_stdio(server, wire, max_line=args.limits.line_bytes))
     return code
+
+
+def _open_workspaces(
+    args: Arguments, roots: list[Root], sidecar: SidecarOptions | None
+) -> tuple[WorkspaceSessions | None, SessionLease | None]:
+    """``--workspaces BASE``: BASE made (0700) if missing and opened, and over stdio
+    this process's session held for the life of the server."""
+    if args.workspaces is None:
+        return None, None
+    base = _expand(args.workspaces)
+    try:
+        os.makedirs(base, mode=0o700, exist_ok=True)
+        base_root = Root.open(base)
+    except OSError as exc:
+        _fail(f"cannot open --workspaces {args.workspaces}: {exc.strerror or exc}")
+    try:
+        return workspace_setup(
+            base_root,
+            roots,
+            http=sidecar is not None,
+            token_required=sidecar is not None and sidecar.token is not None,
+            workspace_id=args.workspace_id,
+            no_xdev=args.no_xdev,
+        )
+    except WorkspaceSetupError as exc:
+        if exc.usage:
+            print(f"sandboxfs: error: {exc}", file=sys.stderr)
+            raise SystemExit(EXIT_USAGE) from None
+        _fail(str(exc))
 
 
 def _listen(endpoint: Endpoint) -> tuple[socket.socket, Endpoint]:

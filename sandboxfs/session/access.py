@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import final
 
 from sandboxfs.core.allowlist import AllowList, Root
+from sandboxfs.fs.workspaces import Workspace
 
 log = logging.getLogger("sandboxfs")
 
@@ -53,9 +54,12 @@ class AccessControl:
         confine: bool,
         notes: tuple[str, ...] = (),
         policy_notes: tuple[str, ...] = (),
+        workspace: Workspace | None = None,
     ) -> None:
         self.cli = cli
         self.confine = confine
+        #: This connection's session directory and the stores (``--workspaces``).
+        self.workspace = workspace
         #: Lines list_allowed_directories adds after the directories (about Roots).
         self.notes = notes
         #: Lines it adds in every era: what the directories' policies allow.

@@ -11,11 +11,12 @@ nothing of JSON-RPC framing or of a transport.
 
 from __future__ import annotations
 
+import copy
 import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, TypeVar, final
+from typing import TYPE_CHECKING, Any, Final, TypeVar, final
 
 import trio
 
@@ -40,6 +41,9 @@ from sandboxfs.session.resources import FILE_TEMPLATE, read_resource
 from sandboxfs.tools import CallContext, MediaBlock, ToolResult, ToolSpec, served_tools
 from sandboxfs.tools.accounts import Accounts
 from sandboxfs.tools.spec import Progress
+
+if TYPE_CHECKING:
+    from sandboxfs.session.workspaces import WorkspaceSessions
 
 log = logging.getLogger("sandboxfs")
 
@@ -192,6 +196,8 @@ class ServerOptions:
     #: Whether a 2025-era client's Roots may change the allow-list (stdio only).
     roots: bool = True
     audit: AuditLog = field(default_factory=lambda: AuditLog(None))
+    #: ``--workspaces``: every session's private directory and the stores.
+    workspaces: WorkspaceSessions | None = None
 
 
 @final
@@ -201,7 +207,9 @@ class SandboxfsServer:
     def __init__(self, options: ServerOptions, access: AccessControl) -> None:
         self.options = options
         self.access = access
-        self.specs = served_tools(read_only=options.read_only)
+        self.specs = served_tools(
+            read_only=options.read_only, workspaces=options.workspaces is not None
+        )
         self.by_name = {spec.name: spec for spec in self.specs}
         self.schemas = {spec.name: spec.input_schema() for spec in self.specs}
         self.arguments_ok = {name: compile_schema(schema) for name, schema in self.schemas.items()}
@@ -232,6 +240,13 @@ class SandboxfsServer:
             has_directories=not self.access.cli.empty,
             http=http,
         )
+
+    def with_access(self, access: AccessControl) -> SandboxfsServer:
+        """This server serving another allow-list (one HTTP request's workspace): the
+        tools, worker threads, call cap and revision cache stay shared."""
+        view = copy.copy(self)
+        view.access = access
+        return view
 
     def sandbox(self, effective: Effective) -> Sandbox:
         resolver = Resolver(
@@ -355,6 +370,7 @@ class SandboxfsServer:
                 notes=notes,
                 home=self.options.home,
                 accounts=self.options.accounts,
+                workspace=self.access.workspace,
                 **({"progress": progress} if progress is not None else {}),
             )
             return spec.handler(context, **arguments)

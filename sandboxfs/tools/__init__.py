@@ -35,6 +35,7 @@ from sandboxfs.tools.spec import (
 from sandboxfs.tools.spec import (
     ToolSpec as ToolSpec,
 )
+from sandboxfs.tools.stores import WORKSPACE_TOOLS
 from sandboxfs.tools.walking import DIRECTORY_TREE, SEARCH_FILES
 from sandboxfs.tools.writing import (
     APPEND_FILE,
@@ -69,9 +70,11 @@ TOOLS: tuple[ToolSpec, ...] = (
 )
 
 
-def served_tools(*, read_only: bool) -> tuple[ToolSpec, ...]:
-    """The tools to serve: all, or in read-only mode those annotated read-only."""
-    return tuple(t for t in TOOLS if t.annotations.read_only or not read_only)
+def served_tools(*, read_only: bool, workspaces: bool = False) -> tuple[ToolSpec, ...]:
+    """The tools to serve: all (with the store tools after them under ``--workspaces``),
+    or in read-only mode those annotated read-only."""
+    tools = TOOLS + WORKSPACE_TOOLS if workspaces else TOOLS
+    return tuple(t for t in tools if t.annotations.read_only or not read_only)
 
 
 def annotation_table() -> str:

@@ -162,10 +162,12 @@ def _with_revision(what: str) -> Param:
 
 def list_allowed_directories(ctx: CallContext, /) -> ToolResult:
     lines = ["Allowed directories:", *ctx.allowed, *ctx.notes]
-    return ToolResult(
-        text="\n".join(lines),
-        structured={"directories": list(ctx.allowed), "notes": list(ctx.notes)},
-    )
+    structured: dict[str, object] = {"directories": list(ctx.allowed), "notes": list(ctx.notes)}
+    if ctx.workspace is not None:  # what each workspace directory is for
+        roles = {d: r for d, r in ctx.workspace.roles().items() if d in ctx.allowed}
+        lines.extend(f"{directory}: {role}" for directory, role in roles.items())
+        structured["roles"] = roles
+    return ToolResult(text="\n".join(lines), structured=structured)
 
 
 LIST_DIRECTORY = ToolSpec(

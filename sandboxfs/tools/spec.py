@@ -14,6 +14,7 @@ from typing import Any, Literal, final
 
 from sandboxfs.fs.limits import Limits
 from sandboxfs.fs.sandbox import Sandbox
+from sandboxfs.fs.workspaces import Workspace
 from sandboxfs.tools.accounts import Accounts
 
 JSON = dict[str, Any]
@@ -90,6 +91,8 @@ class CallContext:
     accounts: Accounts = field(default_factory=Accounts)
     #: Where a long call (a walk, a grep, a big read or copy) says how far it has come.
     progress: Progress = _no_progress
+    #: This session's private directory and the stores (``--workspaces``), or None.
+    workspace: Workspace | None = None
 
     @property
     def wants_progress(self) -> bool:
