@@ -33,12 +33,14 @@ from typing import Any, Final, final
 
 import trio
 
+from sandboxfs.core.errors import SandboxError
 from sandboxfs.session.core import Era, Session
 from sandboxfs.session.driver import Driver
 from sandboxfs.session.envelope import unsupported_version
 from sandboxfs.session.jsonrpc import (
     HANDSHAKE_VERSIONS,
     HEADER_MISMATCH,
+    INTERNAL_ERROR,
     INVALID_REQUEST,
     MODERN_VERSIONS,
     PARSE_ERROR,
@@ -48,6 +50,7 @@ from sandboxfs.session.jsonrpc import (
 )
 from sandboxfs.session.pieces import encode_pieces
 from sandboxfs.session.server import SandboxfsServer
+from sandboxfs.session.workspaces import WORKSPACE_HEADER, Assigned, WorkspaceRefused
 
 log = logging.getLogger("sandboxfs")
 
@@ -346,7 +349,71 @@ class McpEndpoint:
         """Answer ``message``: JSON, unless ``stream`` and a notification is due
         first, or ``only_stream`` (the client takes nothing else): then SSE."""
         version = _one(exchange.headers, "mcp-protocol-version") or DEFAULT_VERSION
+        server, assigned = await self._workspace(exchange, message)
+        if server is None:
+            return
+        try:
+            await self._exchange(
+                exchange,
+                message,
+                era,
+                version,
+                server=server,
+                assigned=assigned,
+                stream=stream,
+                only_stream=only_stream,
+            )
+        finally:
+            if assigned is not None:
+                assigned.lease.release()
+
+    async def _workspace(
+        self, exchange: _Exchange, message: dict[str, Any]
+    ) -> tuple[SandboxfsServer | None, Assigned | None]:
+        """The server view a request is served by: with ``--workspaces``, one whose
+        allow-list is the request's session (see sandboxfs.session.workspaces); None
+        if the request was refused (and answered)."""
+        workspaces = self.server.options.workspaces
+        if workspaces is None:
+            return self.server, None
+        headers = exchange.headers
+        try:
+            assigned = await self.server.bounded(
+                lambda _watch: workspaces.for_request(
+                    message["method"],
+                    operator=_one(headers, WORKSPACE_HEADER),
+                    session=_one(headers, "mcp-session-id"),
+                )
+            )
+        except WorkspaceRefused as exc:
+            reply = error_message(message["id"], INVALID_REQUEST, str(exc))
+            await _json(exchange.send, exc.status, reply)
+            return None, None
+        except (OSError, SandboxError) as exc:
+            log.warning("cannot open a workspace session: %s", exc)
+            reply = error_message(message["id"], INTERNAL_ERROR, "The workspace cannot be opened")
+            await _json(exchange.send, 503, reply)
+            return None, None
+        if assigned is None:
+            return self.server, None
+        return self.server.with_access(workspaces.access(assigned.lease)), assigned
+
+    async def _exchange(
+        self,
+        exchange: _Exchange,
+        message: dict[str, Any],
+        era: Era,
+        version: str,
+        *,
+        server: SandboxfsServer,
+        assigned: Assigned | None,
+        stream: bool,
+        only_stream: bool,
+    ) -> None:
         session = Session(self.config, era=era, version=version)
+        issued = []
+        if assigned is not None and assigned.issued is not None:
+            issued.append((b"mcp-session-id", assigned.issued.encode("ascii")))
         client = exchange.scope.get("client")
         if client:
             session.peer = f"{client[0]}:{client[1]}"
@@ -356,12 +423,14 @@ class McpEndpoint:
         async def send(event: MutableMapping[str, Any]) -> None:
             # Never cut short by the client leaving (which cancels the work below):
             # an answer is sent whole, and Hypercorn closes the connection after it.
+            if issued and event["type"] == "http.response.start":
+                event = {**event, "headers": [*event["headers"], *issued]}
             with trio.CancelScope(shield=True):
                 await exchange.send(event)
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_watch_disconnect, exchange.receive, nursery.cancel_scope)
-            driver = Driver(session, self.server, outgoing.send_nowait, nursery)
+            driver = Driver(session, server, outgoing.send_nowait, nursery)
             driver.receive(message)
             started = False
             async for reply in incoming:
