@@ -99,6 +99,11 @@ def test_the_same_id_resumes_the_session(tmp_path: Path) -> None:
             await s.text("write_file", path="kept.txt", content="from session 1")
         async with session("--workspaces", str(base), env={"SANDBOXFS_WORKSPACE_ID": "alpha"}) as s:
             assert await s.text("read_text_file", path="kept.txt") == "from session 1"
+            # A server holds its session: even --prune 0s leaves it (and its file) alone.
+            pruned = _cli("workspaces", str(base), "--prune", "0s")
+            assert pruned.returncode == 0, pruned.stderr
+            assert "kept session alpha: in use" in pruned.stdout
+            assert (base / "sessions" / "alpha" / "kept.txt").exists()
             assert _directories(await _allowed(s))[0] == str(base / "sessions" / "alpha")
 
     run(main)
@@ -415,3 +420,36 @@ def test_the_operator_header_needs_a_token(tmp_path: Path) -> None:
         assert status == 400
         assert b"requires a bearer token" in body
         assert not (tmp_path / "base" / "sessions" / "ops").exists()
+
+
+def test_a_2026_request_names_its_session_with_the_operator_header(tmp_path: Path) -> None:
+    """The 2026-07-28 era has no initialize: the operator's header names the session,
+    resumed request after request (and after a restart)."""
+    base = tmp_path / "base"
+    modern = "2026-07-28"
+
+    def modern_call(car: Sidecar, request_id: int, tool: str, **arguments: Any) -> Any:
+        message = _call(request_id, tool, **arguments)
+        message["params"]["_meta"] = {
+            "io.modelcontextprotocol/protocolVersion": modern,
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": {"name": "wire", "version": "1"},
+        }
+        headers = {
+            "MCP-Protocol-Version": modern,
+            "Mcp-Method": "tools/call",
+            "Mcp-Name": tool,
+            "Sandboxfs-Workspace-Id": "agent-7",
+        }
+        status, reply = _post(car, message, headers)
+        assert status == 200, reply
+        return reply["result"]
+
+    with sidecar("--workspaces", str(base), tmp=tmp_path) as car:
+        result = modern_call(car, 1, "write_file", path="w.txt", content="2026 era")
+        assert not result["isError"], result
+        result = modern_call(car, 2, "list_allowed_directories")
+        assert result["structuredContent"]["directories"][0] == str(base / "sessions" / "agent-7")
+    with sidecar("--workspaces", str(base), tmp=tmp_path) as car:
+        result = modern_call(car, 3, "read_text_file", path="w.txt")
+        assert result["structuredContent"]["content"] == "2026 era", result
