@@ -108,7 +108,24 @@ VALUE_OPTIONS: Final[dict[str, tuple[str, str, str, bool]]] = {
     ),
     "--preset": ("presets", "NAME", "add named rules: 'secrets' hides keys, .env, ...", True),
     "--policy": ("policy_file", "FILE", "per-directory rules from a TOML file (see README)", False),
+    "--tenants": (
+        "tenants",
+        "FILE",
+        "serve each tenant of a TOML file its own directories, in its own process (HTTP)",
+        False,
+    ),
 }
+
+#: What a tenants file gives each tenant: refused beside --tenants.
+TENANT_OWN: Final = (
+    "--read-only",
+    "--hide",
+    "--protect",
+    "--preset",
+    "--policy",
+    "--workspaces",
+    "--token-file",
+)
 
 #: The options that give directories a policy; they need directories to apply to.
 POLICY_OPTIONS: Final = ("--hide", "--protect", "--preset")
@@ -171,6 +188,7 @@ class Arguments:
     protect: list[str] = field(default_factory=list)
     presets: list[str] = field(default_factory=list)
     policy_file: str | None = None
+    tenants: str | None = None
     limits: Limits = field(default_factory=Limits)
     show_help: bool = False
     show_version: bool = False
@@ -281,7 +299,24 @@ def _check_combinations(args: Arguments) -> None:
                 raise UsageError(f"{option} only applies when serving HTTP (--http or --unix)")
     elif "--confine-roots" in args.given:
         raise UsageError("--confine-roots has no effect over HTTP: HTTP never uses client Roots")
+    if args.tenants is not None:
+        _check_tenants(args)
+        return
     _check_directories(args)
+
+
+def _check_tenants(args: Arguments) -> None:
+    """--tenants: HTTP only, and each tenant's directories and rules come from the file."""
+    if not args.serves_http:
+        raise UsageError("--tenants needs --http HOST:PORT or --unix PATH")
+    if args.directories:
+        raise UsageError(
+            "--tenants replaces command-line directories: give each tenant its directories "
+            "in the tenants file"
+        )
+    for option in TENANT_OWN:
+        if option in args.given:
+            raise UsageError(f"{option} cannot be combined with --tenants: set it per tenant")
     _check_workspaces(args)
 
 

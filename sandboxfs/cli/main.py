@@ -48,8 +48,11 @@ from sandboxfs.session.auditlog import AuditLog
 from sandboxfs.session.server import SandboxfsServer, ServerOptions
 from sandboxfs.session.workspaces import WorkspaceSessions
 from sandboxfs.tools.accounts import Accounts
+from sandboxfs.transports.front import make_rundir, serve_front
 from sandboxfs.transports.sidecar import TOKEN_ENV, Endpoint, SidecarOptions, listen, serve_http
 from sandboxfs.transports.stdio import serve_stdio, take_stdio
+from sandboxfs.transports.tenants import TenantsError, hash_token, load_tenants
+from sandboxfs.transports.workers import WorkerSettings
 
 if TYPE_CHECKING:
     import socket
@@ -69,6 +72,8 @@ LANDLOCK_NOTE: Final = (
     "Landlock confines this server to the command-line directories: client Roots can "
     "narrow them but not add others."
 )
+#: Options of the tenants' front that every tenant worker is started with too.
+WORKER_OPTIONS: Final = ("--no-xdev", "--no-landlock", "--require-landlock", "--json-response")
 #: Loggers of the libraries underneath, quiet unless --log-level debug.
 _LIBRARY_LOGGERS: Final = ("mcp", "hypercorn.error", "httpx", "anyio")
 
@@ -86,7 +91,7 @@ def _expand(path: str) -> str:
     return os.path.abspath(path)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:  # noqa: PLR0911 - one per subcommand
     """Entry point of the ``sandboxfs`` command; returns the exit status."""
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["audit"]:
@@ -97,6 +102,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from sandboxfs.cli.workspaces import main as workspaces  # noqa: PLC0415
 
         return workspaces(argv[1:])
+    if argv[:1] == ["hash-token"]:
+        return _hash_token(argv[1:])
     try:
         args = parse_arguments(argv)
     except UsageError as exc:
@@ -137,6 +144,8 @@ def serve(args: Arguments) -> int:
         set_mmap_threshold(_OWN_MAPPING_BYTES)
     except OSError:
         log.debug("the C library keeps its own mmap threshold")
+    if args.tenants is not None:
+        return _serve_tenants(args)
     roots = _open_roots(_directories(args))
     if roots and all(not root.policy.writable for root in roots):
         # Nothing may change anywhere: the mutating tools are not even offered.
@@ -369,3 +378,44 @@ def _apply_landlock(roots: list[Root], args: Arguments) -> bool:
         return False
     log.info("%s", status.detail)
     return True
+
+
+def _hash_token(argv: Sequence[str]) -> int:
+    """``sandboxfs hash-token``: the token_sha256 of the token on stdin."""
+    if argv:
+        print("usage: sandboxfs hash-token < TOKEN_FILE", file=sys.stderr)
+        return EXIT_USAGE
+    token = sys.stdin.read().strip()
+    if not token:
+        _fail("hash-token: no token on stdin (e.g. sandboxfs hash-token < token)")
+    print(hash_token(token))
+    return EXIT_OK
+
+
+def _serve_tenants(args: Arguments) -> int:
+    """--tenants: the front, which starts one worker per tenant and routes to it."""
+    try:
+        tenants = load_tenants(args.tenants or "")
+    except TenantsError as exc:
+        _fail(str(exc))
+    assert args.endpoint is not None
+    listener, endpoint = _listen(args.endpoint)
+    sidecar = SidecarOptions(
+        endpoint=endpoint,
+        token=None,  # each tenant's, from the tenants file
+        allowed_hosts=tuple(args.allowed_hosts),
+        allowed_origins=tuple(args.allowed_origins),
+        json_response=args.json_response,
+        max_body=args.limits.line_bytes,
+        grace_seconds=args.shutdown_grace,
+    )
+    passed = [option for option in WORKER_OPTIONS if option in args.given]
+    settings = WorkerSettings(
+        rundir=make_rundir(),
+        log_level=args.log_level,
+        options=tuple(passed),
+        grace_seconds=args.shutdown_grace,
+    )
+    log.info("sandboxfs %s: tenants front; workers' sockets in %s", __version__, settings.rundir)
+    trio.run(serve_front, listener, sidecar, args.tenants or "", tenants, settings)
+    return EXIT_OK

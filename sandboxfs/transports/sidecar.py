@@ -166,6 +166,8 @@ class Gate:
 
     app: ASGIApp
     token: str | None
+    #: Instead of one token, a check of the one presented (the tenants' front).
+    check: Callable[[str], bool] | None = None
     draining: bool = False
     in_flight: int = 0
     idle: trio.Event = field(default_factory=trio.Event)
@@ -191,7 +193,7 @@ class Gate:
             else:
                 await _plain(send, 200, b"ready\n")
             return
-        if self.token is not None and not self._authorized(scope):
+        if (self.token is not None or self.check is not None) and not self._authorized(scope):
             await _plain(
                 send,
                 401,
@@ -219,14 +221,22 @@ class Gate:
             await self.idle.wait()
 
     def _authorized(self, scope: Scope) -> bool:
+        presented = bearer(scope)
+        if presented is None:
+            return False
+        if self.check is not None:
+            return self.check(presented)
         assert self.token is not None
-        for name, value in scope.get("headers", []):
-            if name.lower() == b"authorization":
-                scheme, _, presented = value.decode("latin-1").partition(" ")
-                return scheme.lower() == "bearer" and hmac.compare_digest(
-                    presented.strip().encode(), self.token.encode()
-                )
-        return False
+        return hmac.compare_digest(presented.encode(), self.token.encode())
+
+
+def bearer(scope: Scope) -> str | None:
+    """The bearer token a request presents (its first Authorization header), or None."""
+    for name, value in scope.get("headers", []):
+        if name.lower() == b"authorization":
+            scheme, _, presented = value.decode("latin-1").partition(" ")
+            return presented.strip() if scheme.lower() == "bearer" else None
+    return None
 
 
 @final
@@ -245,12 +255,15 @@ async def serve_http(
     server: SandboxfsServer, listener: socket.socket, options: SidecarOptions
 ) -> None:
     """Serve until SIGTERM or SIGINT, then drain calls in flight and return."""
-    # Imported here: a stdio server never needs Hypercorn (and starts faster without it).
-    from hypercorn.config import Config  # noqa: PLC0415
-    from hypercorn.trio import serve  # noqa: PLC0415
+    # Hypercorn is imported in serve_gate: a stdio server never needs it.
+    gate = Gate(McpEndpoint(server, http_policy(options)), options.token)
+    await serve_gate(gate, listener, options)
 
+
+def http_policy(options: SidecarOptions) -> HttpPolicy:
+    """What the endpoint accepts (Host, Origin, body size), for these options."""
     endpoint = options.endpoint
-    policy = HttpPolicy.for_endpoint(
+    return HttpPolicy.for_endpoint(
         endpoint.host if endpoint.unix is None else None,
         endpoint.port,
         allowed_hosts=options.allowed_hosts,
@@ -258,7 +271,15 @@ async def serve_http(
         max_body=options.max_body,
         json_only=options.json_response,
     )
-    gate = Gate(McpEndpoint(server, policy), options.token)
+
+
+async def serve_gate(gate: Gate, listener: socket.socket, options: SidecarOptions) -> None:
+    """Serve ``gate`` under Hypercorn until SIGTERM or SIGINT, then drain calls in
+    flight and return."""
+    from hypercorn.config import Config  # noqa: PLC0415
+    from hypercorn.trio import serve  # noqa: PLC0415
+
+    endpoint = options.endpoint
     config = Config()
     config.bind = [f"fd://{listener.fileno()}"]
     config.accesslog = None

@@ -1,0 +1,212 @@
+"""The tenants file of ``sandboxfs --tenants FILE``: who may connect, and what each is served.
+
+TOML, read with :mod:`tomllib`::
+
+    [[tenant]]
+    name = "alice"                       # letters, digits, '.', '_', '-'
+    token_sha256 = "<64 hex digits>"     # sha256 of the bearer token (sandboxfs hash-token)
+    directories = ["/srv/alice", "/srv/shared:ro"]
+    hide = ["*.log"]                     # optional, like --hide
+    protect = [".git"]                   # optional, like --protect
+    preset = "secrets"                   # optional, a name or a list, like --preset
+    policy = "/etc/sandboxfs/alice.toml" # optional, like --policy FILE
+    workspaces = "/srv/workspaces/alice" # optional, like --workspaces BASE
+    read_only = false                    # optional, like --read-only
+
+A token is never stored, only its SHA-256; a presented token is hashed and
+compared against every tenant's hash in constant time.  Every problem (an
+unknown key, a duplicate name or token hash, a tenant without directories, a
+hash that is not 64 hex digits, a value of the wrong type) is a
+:class:`TenantsError` whose message names it, in one line.
+
+This module only reads the file: it never opens a tenant's directories (the
+tenant's own worker process does, see :mod:`sandboxfs.transports.workers`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final, final
+
+_NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", re.ASCII)
+_HEX: Final = re.compile(r"[0-9a-f]{64}", re.ASCII)
+_KEYS: Final = frozenset(
+    {
+        "name",
+        "token_sha256",
+        "directories",
+        "hide",
+        "protect",
+        "preset",
+        "policy",
+        "workspaces",
+        "read_only",
+    }
+)
+
+
+@final
+class TenantsError(Exception):
+    """The tenants file cannot be used; the message names the one problem."""
+
+
+def hash_token(token: str) -> str:
+    """The ``token_sha256`` of a bearer token (surrounding whitespace is not part of it,
+    as with ``--token-file``)."""
+    return hashlib.sha256(token.strip().encode()).hexdigest()
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Tenant:
+    """One tenant: its credential's hash and the command line of its worker."""
+
+    name: str
+    token_sha256: str
+    directories: tuple[str, ...]
+    hide: tuple[str, ...] = ()
+    protect: tuple[str, ...] = ()
+    presets: tuple[str, ...] = ()
+    policy: str | None = None
+    workspaces: str | None = None
+    read_only: bool = False
+
+    def options(self) -> list[str]:
+        """The worker's own options and directories, as sandboxfs argv (after ``--``
+        come only directories, so no directory can be taken for an option)."""
+        argv: list[str] = []
+        if self.read_only:
+            argv.append("--read-only")
+        for pattern in self.hide:
+            argv += ["--hide", pattern]
+        for pattern in self.protect:
+            argv += ["--protect", pattern]
+        for preset in self.presets:
+            argv += ["--preset", preset]
+        if self.policy is not None:
+            argv += ["--policy", self.policy]
+        if self.workspaces is not None:
+            argv += ["--workspaces", self.workspaces]
+        return [*argv, "--", *self.directories]
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Tenants:
+    """Every tenant of a tenants file, by name."""
+
+    by_name: Mapping[str, Tenant]
+
+    def authenticate(self, presented: str) -> Tenant | None:
+        """The tenant whose token this is, or None.  Every stored hash is compared
+        (in constant time), whichever matches."""
+        digest = hashlib.sha256(presented.strip().encode()).digest()
+        found = None
+        for tenant in self.by_name.values():
+            if hmac.compare_digest(digest, bytes.fromhex(tenant.token_sha256)):
+                found = tenant
+        return found
+
+
+def load_tenants(path: str) -> Tenants:
+    """Read and check a tenants file.  Raises TenantsError (also for a file that cannot
+    be read or is not TOML), naming the problem."""
+    try:
+        with open(path, "rb") as f:
+            document = tomllib.load(f)
+    except OSError as exc:
+        raise TenantsError(f"cannot read --tenants {path}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise TenantsError(f"--tenants {path} is not valid TOML: {exc}") from None
+    return parse_tenants(document, path)
+
+
+def parse_tenants(document: Mapping[str, Any], path: str) -> Tenants:
+    """Check a parsed tenants file (``path`` only names it in messages)."""
+    unknown = sorted(set(document) - {"tenant"})
+    if unknown:
+        raise TenantsError(f"--tenants {path}: unknown key {unknown[0]!r} (expected [[tenant]])")
+    entries = document.get("tenant")
+    if not isinstance(entries, list) or not entries:
+        raise TenantsError(f"--tenants {path}: no [[tenant]] table")
+    by_name: dict[str, Tenant] = {}
+    hashes: dict[str, str] = {}
+    for number, entry in enumerate(entries, 1):
+        if not isinstance(entry, dict):
+            raise TenantsError(f"--tenants {path}: tenant {number} is not a table")
+        tenant = _tenant(entry, f"--tenants {path}: tenant {number}")
+        where = f"--tenants {path}: tenant {tenant.name!r}"
+        if tenant.name in by_name:
+            raise TenantsError(f"{where} appears twice")
+        if tenant.token_sha256 in hashes:
+            raise TenantsError(
+                f"{where} has the same token_sha256 as tenant {hashes[tenant.token_sha256]!r}"
+            )
+        by_name[tenant.name] = tenant
+        hashes[tenant.token_sha256] = tenant.name
+    return Tenants(by_name)
+
+
+def _tenant(entry: Mapping[str, Any], where: str) -> Tenant:
+    unknown = sorted(set(entry) - _KEYS)
+    if unknown:
+        raise TenantsError(f"{where}: unknown key {unknown[0]!r}")
+    name = entry.get("name")
+    if not isinstance(name, str) or _NAME.fullmatch(name) is None:
+        raise TenantsError(
+            f"{where}: 'name' must be 1 to 64 letters, digits, '.', '_' or '-' "
+            "(starting with a letter or digit)"
+        )
+    where = f"{where} ({name!r})"
+    digest = entry.get("token_sha256")
+    if not isinstance(digest, str) or _HEX.fullmatch(digest.lower()) is None:
+        raise TenantsError(
+            f"{where}: 'token_sha256' must be 64 hex digits (make it with "
+            "'sandboxfs hash-token < token')"
+        )
+    directories = _strings(entry, "directories", where)
+    policy = _optional_string(entry, "policy", where)
+    if not directories and policy is None:
+        raise TenantsError(f"{where}: no 'directories' (give a list of directories, or 'policy')")
+    if any(not directory for directory in directories):
+        raise TenantsError(f"{where}: an empty string is no directory")
+    preset = entry.get("preset", [])
+    presets = _strings({"preset": [preset] if isinstance(preset, str) else preset}, "preset", where)
+    read_only = entry.get("read_only", False)
+    if not isinstance(read_only, bool):
+        raise TenantsError(f"{where}: 'read_only' must be true or false")
+    return Tenant(
+        name=name,
+        token_sha256=digest.lower(),
+        directories=directories,
+        hide=_strings(entry, "hide", where),
+        protect=_strings(entry, "protect", where),
+        presets=presets,
+        policy=policy,
+        workspaces=_optional_string(entry, "workspaces", where),
+        read_only=read_only,
+    )
+
+
+def _strings(entry: Mapping[str, Any], key: str, where: str) -> tuple[str, ...]:
+    value = entry.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise TenantsError(f"{where}: {key!r} must be a list of strings")
+    return tuple(value)
+
+
+def _optional_string(entry: Mapping[str, Any], key: str, where: str) -> str | None:
+    value = entry.get(key)
+    if value is not None and (not isinstance(value, str) or not value):
+        raise TenantsError(f"{where}: {key!r} must be a non-empty string")
+    return value
+
+
+def changed(old: Tenant, new: Tenant) -> bool:
+    """Whether ``new`` needs another worker than ``old`` (anything but the token)."""
+    return old.options() != new.options()
