@@ -453,3 +453,35 @@ def test_a_2026_request_names_its_session_with_the_operator_header(tmp_path: Pat
     with sidecar("--workspaces", str(base), tmp=tmp_path) as car:
         result = modern_call(car, 3, "read_text_file", path="w.txt")
         assert result["structuredContent"]["content"] == "2026 era", result
+
+
+def test_an_http_swap_race_never_shows_the_other_session(tmp_path: Path) -> None:
+    """Two HTTP sessions on one server: an attacker exchanges a directory in bob's
+    session with a symlink to alice's while bob's client reads and lists through it."""
+    base = tmp_path / "base"
+    canary = f"{SECRET}-http-canary"
+    with sidecar("--workspaces", str(base), tmp=tmp_path) as car:
+
+        async def main() -> None:
+            async with http_client(car.url, "2025") as alice, http_client(car.url, "2025") as bob:
+                mine = (await alice.call_tool("list_allowed_directories", {})).structured_content
+                theirs = (await bob.call_tool("list_allowed_directories", {})).structured_content
+                assert mine is not None and theirs is not None
+                alice_dir = Path(mine["directories"][0])
+                bob_dir = Path(theirs["directories"][0])
+                prepare("exchange-dir", bob_dir, alice_dir, canary.encode())
+                attacker = AttackerProcess("exchange-dir", bob_dir, alice_dir)
+                refused = 0
+                try:
+                    for _ in range(100):
+                        for tool, path in (("read_text_file", "d/f"), ("list_directory", "d")):
+                            result = await bob.call_tool(tool, {"path": path})
+                            text = "".join(getattr(c, "text", "") for c in result.content)
+                            assert "canary" not in text
+                            refused += result.is_error
+                finally:
+                    tally = attacker.stop()
+                assert tally.swaps > 0, tally
+                assert refused > 0
+
+        run(main)

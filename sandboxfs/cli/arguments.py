@@ -303,6 +303,7 @@ def _check_combinations(args: Arguments) -> None:
         _check_tenants(args)
         return
     _check_directories(args)
+    _check_workspaces(args)
 
 
 def _check_tenants(args: Arguments) -> None:
