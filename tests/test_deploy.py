@@ -1,5 +1,7 @@
-"""deploy/: the pod spec validates strictly, follows the conventions of hardened pods,
-agrees with the image on paths, and its memory limit holds a read at the default cap."""
+"""deploy/: every manifest validates strictly; the pod spec and the scale-out
+Deployment follow the conventions of hardened pods and agree with the image on
+paths; the scale-out replicas share one ReadWriteMany claim behind a Service;
+and the memory limit holds a read at the default cap."""
 
 from __future__ import annotations
 
@@ -16,7 +18,11 @@ from sidecar_helpers import http_client, sidecar
 from sandboxfs.fs.limits import Limits
 
 ROOT = Path(__file__).resolve().parent.parent
-POD = ROOT / "deploy" / "kubernetes" / "pod.yaml"
+KUBERNETES = ROOT / "deploy" / "kubernetes"
+POD = KUBERNETES / "pod.yaml"
+SCALE_OUT = KUBERNETES / "scale-out.yaml"
+CLAIM = KUBERNETES / "shared-workspace-pvc.yaml"
+MANIFESTS = sorted(KUBERNETES.glob("*.yaml"))
 
 yaml = pytest.importorskip("yaml", reason="PyYAML comes with kubernetes-validate (test extra)")
 
@@ -30,10 +36,25 @@ def _containers() -> dict[str, dict[str, Any]]:
     return {c["name"]: c for c in _pod()["spec"]["containers"]}
 
 
-def test_the_pod_spec_validates_strictly() -> None:
+def _documents(path: Path) -> dict[str, dict[str, Any]]:
+    """A manifest's documents by kind."""
+    return {d["kind"]: d for d in yaml.safe_load_all(path.read_text()) if d}
+
+
+def _scale_out() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    documents = _documents(SCALE_OUT)
+    return documents["Deployment"], documents["Service"], _documents(CLAIM)["PersistentVolumeClaim"]
+
+
+def test_the_manifests_are_the_ones_checked_here() -> None:
+    assert sorted([POD, SCALE_OUT, CLAIM]) == MANIFESTS
+
+
+@pytest.mark.parametrize("manifest", MANIFESTS, ids=lambda p: p.name)
+def test_every_manifest_validates_strictly(manifest: Path) -> None:
     pytest.importorskip("kubernetes_validate", reason="kubernetes-validate is not installed")
     result = subprocess.run(
-        [sys.executable, "-m", "kubernetes_validate", "--strict", str(POD)],
+        [sys.executable, "-m", "kubernetes_validate", "--strict", str(manifest)],
         capture_output=True,
         text=True,
         timeout=120,
@@ -41,16 +62,80 @@ def test_the_pod_spec_validates_strictly() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_the_pod_is_hardened() -> None:
-    spec = _pod()["spec"]
+def _assert_hardened(spec: dict[str, Any]) -> None:
     assert spec["automountServiceAccountToken"] is False  # no API token for the agent
     assert spec["securityContext"]["runAsNonRoot"] is True
     assert spec["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault"
-    for name, container in _containers().items():
+    assert spec["containers"]
+    for container in spec["containers"]:
+        name = container["name"]
         context = container["securityContext"]
         assert context["readOnlyRootFilesystem"] is True, name
         assert context["allowPrivilegeEscalation"] is False, name
         assert context["capabilities"]["drop"] == ["ALL"], name
+
+
+def _assert_sandboxfs_container(spec: dict[str, Any]) -> dict[str, str]:
+    """sandboxfs's probes, limits and token; its mounts by volume name."""
+    [container] = [c for c in spec["containers"] if c["name"] == "sandboxfs"]
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "mcp"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "mcp"}
+    assert container["resources"]["limits"]["memory"]
+    assert container["resources"]["requests"]["cpu"]
+    assert [p["containerPort"] for p in container["ports"] if p["name"] == "mcp"] == [8080]
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    served = container["args"][-1]
+    assert mounts["workspace"] == served
+    token_dir = mounts["sandboxfs-token"]
+    assert not (token_dir + "/").startswith(served + "/")  # not served
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    assert volumes["sandboxfs-token"]["secret"]["secretName"] == "sandboxfs-token"
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert f'--token-file", "{token_dir}/sandboxfs-token"' in dockerfile
+    return mounts
+
+
+def test_the_pod_is_hardened() -> None:
+    spec = _pod()["spec"]
+    _assert_hardened(spec)
+    _assert_sandboxfs_container(spec)
+
+
+def test_the_scale_out_deployment_is_hardened_like_the_pod() -> None:
+    deployment, _, _ = _scale_out()
+    spec = deployment["spec"]["template"]["spec"]
+    _assert_hardened(spec)
+    _assert_sandboxfs_container(spec)
+    [container] = spec["containers"]
+    pod_container = _containers()["sandboxfs"]
+    # The memory limit test_the_memory_limit_holds_a_read_at_the_default_cap checks.
+    assert container["resources"] == pod_container["resources"]
+    assert container["securityContext"] == pod_container["securityContext"]
+    assert spec["securityContext"] == _pod()["spec"]["securityContext"]
+
+
+def test_the_replicas_share_one_read_write_many_claim_behind_a_service() -> None:
+    deployment, service, claim = _scale_out()
+    assert deployment["spec"]["replicas"] > 1
+    assert claim["spec"]["accessModes"] == ["ReadWriteMany"]
+    assert claim["spec"]["storageClassName"]  # a placeholder the comment says to replace
+    comments = CLAIM.read_text()
+    assert all(name in comments for name in ("NFS", "CephFS", "EFS"))
+    spec = deployment["spec"]["template"]["spec"]
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    assert volumes["workspace"]["persistentVolumeClaim"]["claimName"] == claim["metadata"]["name"]
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert deployment["spec"]["selector"]["matchLabels"].items() <= labels.items()
+    assert service["spec"]["selector"].items() <= labels.items()
+    [port] = service["spec"]["ports"]
+    assert port["targetPort"] == "mcp"
+    # Stateless serving: no affinity is asked of the Service (see test_scale_out).
+    assert "sessionAffinity" not in service["spec"]
+    assert "--workspaces" not in spec["containers"][0]["args"]  # its sessions need affinity
+    # Clients reach it by the Service's name: the Host check must answer to it.
+    args = spec["containers"][0]["args"]
+    hosts = {args[i + 1] for i, arg in enumerate(args) if arg == "--allowed-host"}
+    assert f"{service['metadata']['name']}:{port['port']}" in hosts
 
 
 def test_the_paths_agree_and_the_token_stays_out_of_reach() -> None:
