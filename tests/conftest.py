@@ -107,6 +107,13 @@ def _listings_show_hidden_entries() -> None:
     policy.Policy.hidden_names = lambda self, rel, names: set()  # type: ignore[method-assign]
 
 
+def _drop_cross_process_lock() -> None:
+    # The servers are other processes: tests/test_scale_out.py starts them patched.
+    import test_scale_out  # noqa: PLC0415 - a test module: imported only for this mutant
+
+    test_scale_out.SERVER_PATCHES = "no-write-lock"
+
+
 MUTANTS = {
     "policy-lets-the-kernel-follow-symlinks": _policy_lets_the_kernel_follow_symlinks,
     "drop-policy-subtree-check": _drop_policy_subtree_check,
@@ -118,6 +125,7 @@ MUTANTS = {
     "drop-rename-barrier": _drop_rename_barrier,
     "drop-reopen-identity-check": _drop_reopen_identity_check,
     "drop-change-time-from-tree-revisions": _drop_change_time_from_tree_revisions,
+    "drop-cross-process-lock": _drop_cross_process_lock,
 }
 
 

@@ -7,18 +7,22 @@ shipped server reads:
 
 * ``bypass-openat2``: once Landlock is applied, the openat2 layer also admits
   "/", so only Landlock stands between a request and the rest of the system;
-* ``landlock-abi=N``: the kernel's Landlock ABI reads as N (0: no Landlock).
+* ``landlock-abi=N``: the kernel's Landlock ABI reads as N (0: no Landlock);
+* ``no-write-lock``: conditional mutations check the revision without the
+  exclusive (OFD) lock, so two processes can both pass the check.
 """
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from sandboxfs.cli import main as cli
 from sandboxfs.core import landlock
 from sandboxfs.core.allowlist import Root
+from sandboxfs.fs import guard
 
 
 def _bypass_openat2() -> None:
@@ -36,6 +40,14 @@ def _landlock_abi(value: str) -> None:
     landlock.abi_version = lambda: int(value)  # type: ignore[assignment]
 
 
+def _no_write_lock() -> None:
+    @contextmanager
+    def unlocked(fd: int, path: str) -> Iterator[None]:
+        yield
+
+    guard.exclusive_lock = unlocked  # type: ignore[assignment]
+
+
 def apply(patches: Sequence[str]) -> None:
     for patch in patches:
         name, _, value = patch.partition("=")
@@ -43,6 +55,8 @@ def apply(patches: Sequence[str]) -> None:
             _bypass_openat2()
         elif name == "landlock-abi":
             _landlock_abi(value)
+        elif name == "no-write-lock":
+            _no_write_lock()
         else:
             raise SystemExit(f"unknown patch {patch!r}")
 
