@@ -12,7 +12,9 @@ network rights afterwards.  On SIGTERM the server refuses new requests, lets
 calls in flight finish within a grace period, then stops listening and returns.
 
 HTTP serves the 2026-07-28 protocol and the 2025 era statelessly, so any number
-of sidecar instances can answer any request; client Roots are not used: the
+of sidecar instances can answer any request (except that with ``--workspaces`` a
+2025-era Mcp-Session-Id is signed with a per-process key: only the instance that
+issued it accepts it; tests/test_scale_out.py); client Roots are not used: the
 command-line directories are the whole allow-list.
 """
 
