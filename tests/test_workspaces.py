@@ -118,6 +118,12 @@ def test_without_workspaces_nothing_changes(tmp_path: Path) -> None:
         async with session("--workspaces", str(tmp_path / "b"), "--read-only") as s:
             names = {t.name for t in (await s.client.list_tools()).tools}
             assert "list_stores" in names and "create_store" not in names
+        # Read-only command-line directories leave the workspace writable.
+        (tmp_path / "ro").mkdir()
+        async with session("--workspaces", str(tmp_path / "b"), f"{tmp_path / 'ro'}:ro") as s:
+            names = {t.name for t in (await s.client.list_tools()).tools}
+            assert "create_store" in names
+            await s.text("write_file", path="w.txt", content="writable")
 
     run(main)
 
@@ -320,6 +326,8 @@ def _made(base: Path) -> Root:
         (("--workspaces", "BASE", "--workspace-id", ".."), None, "invalid --workspace-id"),
         (("--workspaces", "BASE", "--workspace-id", "a/b"), None, "invalid --workspace-id"),
         (("--workspace-id", "x"), None, "--workspace-id needs --workspaces"),
+        (("--workspaces", "BASE", "--http", "127.0.0.1:0", "--read-only"), None, "stdio only"),
+        (("--workspaces", "BASE", "--unix", "BASE.sock", "--workspace-id", "a"), None, "stdio"),
         (("--workspaces", "BASE"), {"SANDBOXFS_WORKSPACE_ID": "../x"}, "SANDBOXFS_WORKSPACE_ID"),
     ],
 )

@@ -339,7 +339,13 @@ def _check_directories(args: Arguments) -> None:
 
 
 def _check_workspaces(args: Arguments) -> None:
-    """``--workspace-id`` needs ``--workspaces`` and stdio, and a valid id."""
+    """``--workspace-id`` needs ``--workspaces`` and stdio, and a valid id; over HTTP
+    sessions are made while serving, which a read-only server cannot do."""
+    if args.workspaces is not None and args.serves_http and args.read_only:
+        raise UsageError(
+            "--workspaces with --read-only serves stdio only: over HTTP sessions are made "
+            "while serving, which a read-only server (and its Landlock) cannot do"
+        )
     if args.workspace_id is None:
         return
     if args.workspaces is None:

@@ -147,7 +147,7 @@ def serve(args: Arguments) -> int:
     if args.tenants is not None:
         return _serve_tenants(args)
     roots = _open_roots(_directories(args))
-    if roots and all(not root.policy.writable for root in roots):
+    if roots and all(not root.policy.writable for root in roots) and args.workspaces is None:
         # Nothing may change anywhere: the mutating tools are not even offered.
         args.read_only = True
     policed = any(root.policy.active for root in roots)
