@@ -170,15 +170,19 @@ class _Exchange:
         if query:
             target += b"?" + query
         request = h11.Request(method=self.scope["method"], target=target, headers=headers)
+        failure = None
         async with stream, trio.open_nursery() as nursery:
             try:
                 await stream.send_all(self.connection.send(request))
                 nursery.start_soon(self._pump, stream, nursery.cancel_scope)
                 await self._relay(stream)
-            except (OSError, trio.BrokenResourceError, h11.ProtocolError) as exc:
-                raise _WorkerFailed(f"the worker broke off the exchange ({exc})") from None
+            except (OSError, trio.BrokenResourceError, h11.ProtocolError, _WorkerFailed) as exc:
+                log.debug("the worker's exchange failed: %r", exc)
+                failure = "the worker broke off the exchange (it exited, or was killed)"
             finally:
                 nursery.cancel_scope.cancel()
+        if failure is not None:
+            raise _WorkerFailed(failure)
         if self.too_large and not self.started:
             await _answer(self.send, 413, b"Request body too large\n")
 
@@ -200,15 +204,15 @@ class _Exchange:
                 self.too_large = True
                 scope.cancel()
                 return
-            data = self.connection.send(h11.Data(data=chunk)) if chunk else b""
-            if not message.get("more_body", False):
-                data += self.connection.send(h11.EndOfMessage()) or b""
-                sending = False
-            if data:
-                try:
+            try:
+                data = self.connection.send(h11.Data(data=chunk)) if chunk else b""
+                if not message.get("more_body", False):
+                    data += self.connection.send(h11.EndOfMessage()) or b""
+                    sending = False
+                if data:
                     await stream.send_all(data)
-                except (OSError, trio.BrokenResourceError):
-                    return  # the worker stopped reading: its answer says why, or _relay fails
+            except (OSError, trio.BrokenResourceError, h11.ProtocolError):
+                return  # the worker stopped reading: its answer says why, or _relay fails
 
     async def _relay(self, stream: trio.SocketStream) -> None:
         """The worker's response to the client, as it comes."""

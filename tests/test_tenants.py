@@ -1,0 +1,510 @@
+"""Tenants in the sidecar: ``sandboxfs --tenants FILE`` routes each bearer token to its
+tenant's own worker process.
+
+Two tenants with separate directories: A's token never reaches B's files (absolute
+paths, ``..``, symlinks planted in A's tree, a race that keeps swapping a directory
+of A's for a symlink to B's); bad tokens get 401; a killed worker is restarted while
+the other tenant is served; SIGHUP picks up token changes and keeps the old
+configuration when the new file is bad; the front holds no tenant's directory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import http.client
+import json
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sidecar_helpers import free_port, http_client, wait_healthy
+
+from helpers import CANARY
+from mcp_client import SERVER, run, server_env, wait_for
+from sandboxfs.audit.attacker import AttackerProcess, prepare
+from sandboxfs.transports.tenants import TenantsError, hash_token, load_tenants, parse_tenants
+
+pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+
+TOKEN_A = "tenant-a-token-0123456789"
+TOKEN_B = "tenant-b-token-0123456789"
+HEADERS = {"Content-Type": "application/json", "Accept": "application/json"}
+
+
+def tenants_toml(*tenants: dict[str, Any]) -> str:
+    lines = []
+    for tenant in tenants:
+        lines.append("[[tenant]]")
+        lines += [f"{key} = {json.dumps(value)}" for key, value in tenant.items()]
+        lines.append("")
+    return "\n".join(lines)
+
+
+@dataclass
+class Front:
+    process: subprocess.Popen[bytes]
+    port: int
+    log: Path
+    tenants_file: Path
+    a: Path
+    b: Path
+
+    def log_text(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def post(self, token: str | None, body: bytes, headers: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+        try:
+            sent = dict(headers or HEADERS)
+            if token is not None:
+                sent["Authorization"] = f"Bearer {token}"
+            connection.request("POST", "/mcp", body=body, headers=sent)
+            response = connection.getresponse()
+            return response.status, response.getheader("content-type"), response.read()
+        finally:
+            connection.close()
+
+    def call(self, token: str | None, tool: str, **arguments: Any) -> tuple[int, bytes]:
+        body = json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "tools/call",
+                "params": {"name": tool, "arguments": arguments},
+            }
+        ).encode()
+        status, _, data = self.post(token, body)
+        return status, data
+
+    def result(self, token: str, tool: str, **arguments: Any) -> dict[str, Any]:
+        status, data = self.call(token, tool, **arguments)
+        assert status == 200, (status, data)
+        result: dict[str, Any] = json.loads(data)["result"]
+        return result
+
+    def text(self, token: str, tool: str, **arguments: Any) -> str:
+        result = self.result(token, tool, **arguments)
+        assert not result.get("isError"), result
+        return str(result["content"][0]["text"])
+
+    def ready_pids(self, name: str) -> list[int]:
+        """Every pid the front logged as tenant ``name``'s ready worker, in order."""
+        pattern = rf"^tenant {re.escape(name)}: worker ready \(pid (\d+)\)$"
+        return [int(m) for m in re.findall(pattern, self.log_text(), re.MULTILINE)]
+
+    def pid(self, name: str) -> int:
+        return self.ready_pids(name)[-1]
+
+
+def _wait(condition: Any, seconds: float = 60) -> None:
+    """Wait (polling) for ``condition()``; fail after ``seconds``: a guard, never a timing."""
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "condition never held"
+        time.sleep(0.01)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@contextlib.contextmanager
+def front(tmp: Path, env: dict[str, str] | None = None, *extra: str) -> Iterator[Front]:
+    a, b = tmp / "tenant-a", tmp / "tenant-b"
+    (tmp / "tenant-a-ro").mkdir()
+    a.mkdir()
+    b.mkdir()
+    (a / "a.txt").write_text("A's own file\n")
+    (tmp / "tenant-a-ro" / "kept.txt").write_text("kept\n")
+    (a / "key.secret").write_text("hidden from A\n")
+    (b / "b.txt").write_bytes(CANARY)
+    tenants_file = tmp / "tenants.toml"
+    tenants_file.write_text(
+        tenants_toml(
+            {
+                "name": "a",
+                "token_sha256": hash_token(TOKEN_A),
+                "directories": [str(a), f"{tmp / 'tenant-a-ro'}:ro"],
+                "hide": ["*.secret"],
+            },
+            {"name": "b", "token_sha256": hash_token(TOKEN_B), "directories": [str(b)]},
+        )
+    )
+    port = free_port()
+    log = tmp / "front.log"
+    with log.open("wb") as errlog:
+        process = subprocess.Popen(
+            [*SERVER, "--tenants", str(tenants_file), "--http", f"127.0.0.1:{port}", *extra],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=errlog,
+            env=server_env(env),
+        )
+    try:
+        wait_healthy(port, process, log)
+        f = Front(process, port, log, tenants_file, a, b)
+        _wait(
+            lambda: "starts in a row" in f.log_text() or (f.ready_pids("a") and f.ready_pids("b"))
+        )
+        assert "starts in a row" not in f.log_text(), f.log_text()
+        yield f
+    finally:
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Front]:
+    with front(tmp_path_factory.mktemp("tenants")) as f:
+        yield f
+
+
+def _refused(front: Front, token: str, tool: str, **arguments: Any) -> str:
+    """A call that must fail: its error code (and never B's content in the answer)."""
+    status, data = front.call(token, tool, **arguments)
+    assert CANARY.strip() not in data and b"CANARY" not in data
+    assert status == 200, (status, data)
+    result = json.loads(data)["result"]
+    assert result["isError"], result
+    return str(result["structuredContent"]["error"]["code"])
+
+
+def test_a_token_reaches_only_its_own_tenant(shared: Front) -> None:
+    f = shared
+    assert f.text(TOKEN_A, "read_text_file", path=str(f.a / "a.txt")) == "A's own file\n"
+    assert f.text(TOKEN_B, "read_text_file", path=str(f.b / "b.txt")) == CANARY.decode()
+    # B's file by its absolute path, by '..' from A's directory, relative too.
+    assert _refused(f, TOKEN_A, "read_text_file", path=str(f.b / "b.txt")) == "EACCES"
+    assert _refused(f, TOKEN_A, "read_text_file", path=f"{f.a}/../tenant-b/b.txt") == "EACCES"
+    assert _refused(f, TOKEN_A, "read_text_file", path="../tenant-b/b.txt") == "EACCES"
+    assert _refused(f, TOKEN_A, "list_directory", path=str(f.b)) == "EACCES"
+    assert _refused(f, TOKEN_A, "write_file", path=str(f.b / "new.txt"), content="x") == "EACCES"
+    # Symlinks planted in A's tree (as a local process of A's could): absolute and relative.
+    (f.a / "to-b").symlink_to(f.b)
+    (f.a / "to-b-rel").symlink_to("../tenant-b")
+    (f.a / "b-file").symlink_to(f.b / "b.txt")
+    for path in ("to-b/b.txt", "to-b-rel/b.txt", "b-file"):
+        _refused(f, TOKEN_A, "read_text_file", path=str(f.a / path))
+        # A link leading out is described as a link, with nothing of its target.
+        info = f.result(TOKEN_A, "get_file_info", path=str(f.a / path))
+        assert "tenant-b" not in json.dumps(info) and info["structuredContent"].get("size") is None
+    _refused(f, TOKEN_A, "copy_file", source=str(f.a / "b-file"), destination=str(f.a / "c"))
+    listing = f.result(TOKEN_A, "directory_tree", path=str(f.a))
+    assert "CANARY" not in json.dumps(listing)
+    assert not (f.a / "c").exists() and not (f.b / "new.txt").exists()
+    # And B's token never reaches A's files either.
+    assert _refused(f, TOKEN_B, "read_text_file", path=str(f.a / "a.txt")) == "EACCES"
+
+
+def test_the_tenants_policy_reaches_its_worker(shared: Front) -> None:
+    """hide = [...] and a DIR:ro directory, from the tenants file, in A's worker."""
+    f = shared
+    assert _refused(f, TOKEN_A, "read_text_file", path=str(f.a / "key.secret")) == "ENOENT"
+    listing = f.text(TOKEN_A, "list_directory", path=str(f.a))
+    assert "a.txt" in listing and "key.secret" not in listing
+    assert _refused(f, TOKEN_A, "write_file", path=f"{f.a}-ro/new", content="x") == "EROFS"
+    assert not Path(f"{f.a}-ro/new").exists()
+    f.text(TOKEN_A, "write_file", path=str(f.a / "written.txt"), content="ok")
+    assert (f.a / "written.txt").read_text() == "ok"
+    cmdline = Path(f"/proc/{f.pid('a')}/cmdline").read_bytes().split(b"\0")
+    assert b"--hide" in cmdline and f"{f.a}-ro:ro".encode() in cmdline
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [
+        {},
+        {"Authorization": "Bearer wrong-token"},
+        {"Authorization": f"Basic {TOKEN_A}"},
+        {"Authorization": f"Bearer {TOKEN_A}x"},
+        {"Authorization": f"Bearer {hash_token(TOKEN_A)}"},  # the stored hash is no token
+    ],
+)
+def test_a_wrong_or_missing_token_gets_401(shared: Front, headers: dict[str, str]) -> None:
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).encode()
+    status, _, data = shared.post(None, body, {**HEADERS, **headers})
+    assert status == 401 and b"tools" not in data
+
+
+def test_host_and_origin_are_checked_by_the_front(shared: Front) -> None:
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).encode()
+    assert shared.post(TOKEN_A, body, {**HEADERS, "Host": "evil.com"})[0] == 421
+    origin = {**HEADERS, "Origin": "http://127.0.0.1:1.evil.com"}
+    assert shared.post(TOKEN_A, body, origin)[0] == 403
+    assert shared.post(TOKEN_A, body, {**HEADERS, "Origin": "http://localhost:3000"})[0] == 200
+
+
+def test_an_sse_stream_is_relayed(shared: Front) -> None:
+    body = json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/list"}).encode()
+    stream = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+    status, content_type, data = shared.post(TOKEN_A, body, stream)
+    assert status == 200 and content_type == "text/event-stream"
+    event = json.loads(data.split(b"data: ", 1)[1].split(b"\r\n", 1)[0])
+    assert event["id"] == 7 and len(event["result"]["tools"]) >= 18
+
+
+def test_the_sdk_client_through_the_front(shared: Front) -> None:
+    async def main() -> None:
+        for era in ("2025", "2026"):
+            async with http_client(f"http://127.0.0.1:{shared.port}/mcp", era, TOKEN_B) as c:  # type: ignore[arg-type]
+                await c.list_tools()
+                result = await c.call_tool("read_text_file", {"path": str(shared.b / "b.txt")})
+                assert result.content[0].text == CANARY.decode()  # type: ignore[union-attr]
+
+    run(main)
+
+
+def test_a_race_in_as_tree_never_reaches_b(shared: Front, tmp_path: Path) -> None:
+    """An attacker keeps exchanging A's directory ``d`` with a symlink to B's directory
+    while A's client reads through ``d``: never B's content, and the attack was met."""
+    f = shared
+    root = f.a / "race"
+    root.mkdir()
+    prepare("exchange-dir", root, f.b, CANARY)  # B's directory holds canary.txt now
+    counts: Counter[str] = Counter()
+    process = AttackerProcess("exchange-dir", root, f.b)
+    try:
+        for i in range(300):
+            path = str(root / "d" / ("f" if i % 2 else "canary.txt"))
+            status, data = f.call(TOKEN_A, "read_text_file", path=path)
+            assert b"CANARY" not in data, data
+            assert status == 200
+            result = json.loads(data)["result"]
+            if result.get("isError"):
+                counts[result["structuredContent"]["error"]["code"]] += 1
+            else:
+                assert result["content"][0]["text"] == "inside\n"
+                counts["served"] += 1
+        tally = process.stop()
+    finally:
+        process.kill()
+    assert tally.swaps > 0, tally
+    assert counts["served"] > 0, counts  # reads of d/f went through when d was A's
+    # d/canary.txt is absent in A's d, and outside when d was the symlink to B's.
+    assert counts["ENOENT"] + counts["EACCES"] + counts["EXDEV"] > 0, counts
+
+
+def _fd_targets(pid: int) -> list[str]:
+    targets = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        with contextlib.suppress(OSError):
+            targets.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
+    return targets
+
+
+def test_the_front_holds_no_tenant_directory(shared: Front) -> None:
+    f = shared
+    front_fds = _fd_targets(f.process.pid)
+    assert front_fds  # it was inspected
+    assert not [t for t in front_fds if t.startswith((str(f.a), str(f.b)))], front_fds
+    # The method sees descriptors where they are: each worker holds its own directory,
+    # and never the other tenant's.
+    a_fds, b_fds = _fd_targets(f.pid("a")), _fd_targets(f.pid("b"))
+    assert str(f.a) in a_fds and not [t for t in a_fds if t.startswith(str(f.b))]
+    assert str(f.b) in b_fds and not [t for t in b_fds if t.startswith(str(f.a))]
+
+
+def test_each_worker_is_landlocked_over_its_own_directories(shared: Front) -> None:
+    """What this shows: each worker runs as its own process whose command line names
+    only its tenant's directories, and it logged Landlock as enforced (its normal
+    startup confines it to the directories of its command line)."""
+    f = shared
+    for name, own, other in (("a", f.a, f.b), ("b", f.b, f.a)):
+        pid = f.pid(name)
+        assert pid != f.process.pid
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        directories = cmdline[cmdline.index(b"--", cmdline.index(b"--unix")) + 1 :]
+        assert directories and all(d.startswith(str(own).encode()) for d in directories if d)
+        assert not any(str(other).encode() in part for part in cmdline)
+        landlock = re.findall(rf"^tenant {name}: Landlock ABI \d+: (.*)$", f.log_text(), re.M)
+        assert landlock and "beneath the allowed directories" in landlock[0]
+    assert "WARNING: Landlock" not in f.log_text()
+
+
+def test_a_killed_worker_is_restarted_and_others_are_served(tmp_path: Path) -> None:
+    with front(tmp_path, {"SANDBOXFS_TEST_STALL": "60:slow"}) as f:
+        (f.a / "slow").write_text("slow\n")
+        old = f.pid("a")
+        in_flight: list[tuple[int, bytes]] = []
+        caller = threading.Thread(
+            target=lambda: in_flight.append(f.call(TOKEN_A, "read_text_file", path="slow"))
+        )
+        caller.start()
+        _wait(lambda: "tenant a: TEST MODE: stalling a step" in f.log_text())
+        os.kill(old, signal.SIGKILL)
+        caller.join(timeout=60)
+        assert in_flight and in_flight[0][0] == 502, in_flight
+        assert json.loads(in_flight[0][1])["error"]["code"] == -32603
+        served = 0
+        deadline = time.monotonic() + 60  # a guard, not a timing
+        while len(f.ready_pids("a")) < 2:  # B is served while A's worker comes back
+            assert f.text(TOKEN_B, "read_text_file", path=str(f.b / "b.txt")) == CANARY.decode()
+            served += 1
+            assert time.monotonic() < deadline
+        assert served > 0
+        assert f.pid("a") != old and not _alive(old)
+        assert f.text(TOKEN_A, "read_text_file", path=str(f.a / "a.txt")) == "A's own file\n"
+        assert f.text(TOKEN_B, "read_text_file", path=str(f.b / "b.txt")) == CANARY.decode()
+
+
+def test_sighup_changes_a_token_and_keeps_the_other_tenants_session(tmp_path: Path) -> None:
+    new_token = "tenant-a-new-token-987654321"
+    with front(tmp_path) as f:
+        pids = f.pid("a"), f.pid("b")
+
+        async def main() -> None:
+            url = f"http://127.0.0.1:{f.port}/mcp"
+            async with http_client(url, "2026", TOKEN_B) as b_client:
+                await b_client.list_tools()
+                text = f.tenants_file.read_text().replace(
+                    hash_token(TOKEN_A), hash_token(new_token)
+                )
+                f.tenants_file.write_text(text)
+                f.process.send_signal(signal.SIGHUP)
+                await wait_for(lambda: "SIGHUP: re-read" in f.log_text())
+                result = await b_client.call_tool("read_text_file", {"path": str(f.b / "b.txt")})
+                assert result.content[0].text == CANARY.decode()  # type: ignore[union-attr]
+
+        run(main)
+        assert f.text(new_token, "read_text_file", path=str(f.a / "a.txt")) == "A's own file\n"
+        assert f.call(TOKEN_A, "read_text_file", path=str(f.a / "a.txt"))[0] == 401
+        assert (f.pid("a"), f.pid("b")) == pids  # a token change keeps the workers
+
+        # A malformed file on reload: the old configuration stays, the error is logged.
+        f.tenants_file.write_text(text_with_unknown_key(f.tenants_file.read_text()))
+        f.process.send_signal(signal.SIGHUP)
+        _wait(lambda: "keeping the tenants as they were" in f.log_text())
+        assert "unknown key 'colour'" in f.log_text()
+        assert f.text(new_token, "read_text_file", path=str(f.a / "a.txt")) == "A's own file\n"
+        assert f.text(TOKEN_B, "read_text_file", path=str(f.b / "b.txt")) == CANARY.decode()
+
+        # Removing B stops B's worker; its token is refused.
+        good = f.tenants_file.read_text().replace('\ncolour = "red"', "")
+        f.tenants_file.write_text(good.split('[[tenant]]\nname = "b"')[0])
+        f.process.send_signal(signal.SIGHUP)
+        _wait(lambda: not _alive(pids[1]))
+        assert f.call(TOKEN_B, "read_text_file", path=str(f.b / "b.txt"))[0] == 401
+        assert f.pid("a") == pids[0]
+
+
+def text_with_unknown_key(text: str) -> str:
+    return text.replace('name = "a"', 'name = "a"\ncolour = "red"', 1)
+
+
+def test_sigterm_stops_the_front_and_every_worker(tmp_path: Path) -> None:
+    with front(tmp_path) as f:
+        pids = f.pid("a"), f.pid("b")
+        rundir = re.search(r"workers' sockets in (\S+)", f.log_text())
+        assert rundir is not None and os.stat(rundir[1]).st_mode & 0o777 == 0o700
+        f.process.send_signal(signal.SIGTERM)
+        assert f.process.wait(timeout=60) == 0
+    assert not any(_alive(pid) for pid in pids)
+    assert not os.path.exists(rundir[1])
+
+
+def test_a_killed_front_takes_its_workers_along(tmp_path: Path) -> None:
+    with front(tmp_path) as f:
+        pids = f.pid("a"), f.pid("b")
+        f.process.kill()
+        f.process.wait()
+        _wait(lambda: not any(_alive(pid) for pid in pids))
+
+
+def test_hash_token_matches_sha256sum() -> None:
+    done = subprocess.run(
+        [*SERVER, "hash-token"], input=b"my-token\n", capture_output=True, check=True
+    )
+    assert done.stdout.decode().strip() == hashlib.sha256(b"my-token").hexdigest()
+    assert hash_token(" my-token\n") == hashlib.sha256(b"my-token").hexdigest()
+    empty = subprocess.run([*SERVER, "hash-token"], input=b"\n", capture_output=True)
+    assert empty.returncode == 1 and b"no token" in empty.stderr
+
+
+GOOD = {"name": "a", "token_sha256": "0" * 64, "directories": ["/srv/a"]}
+
+
+@pytest.mark.parametrize(
+    ("document", "problem"),
+    [
+        ({"tenant": [{**GOOD, "colour": "red"}]}, "unknown key 'colour'"),
+        ({"tenant": [GOOD], "tenants": []}, "unknown key 'tenants'"),
+        ({"tenant": [GOOD, {**GOOD, "name": "b"}]}, "same token_sha256 as tenant 'a'"),
+        ({"tenant": [GOOD, {**GOOD, "token_sha256": "1" * 64}]}, "'a' appears twice"),
+        ({"tenant": [{**GOOD, "directories": []}]}, "no 'directories'"),
+        ({"tenant": [{k: v for k, v in GOOD.items() if k != "directories"}]}, "no 'directories'"),
+        ({"tenant": [{**GOOD, "token_sha256": "abc"}]}, "'token_sha256' must be 64 hex digits"),
+        ({"tenant": [{**GOOD, "token_sha256": "g" * 64}]}, "'token_sha256' must be 64 hex"),
+        ({"tenant": [{**GOOD, "name": "../x"}]}, "'name' must be"),
+        ({"tenant": [{**GOOD, "directories": "/srv/a"}]}, "'directories' must be a list"),
+        ({"tenant": [{**GOOD, "read_only": "yes"}]}, "'read_only' must be true or false"),
+        ({}, "no [[tenant]] table"),
+    ],
+)
+def test_a_malformed_tenants_file_is_refused(document: dict[str, Any], problem: str) -> None:
+    with pytest.raises(TenantsError) as raised:
+        parse_tenants(document, "t.toml")
+    assert problem in str(raised.value) and "\n" not in str(raised.value)
+
+
+def test_a_tenants_entry_becomes_the_workers_options(tmp_path: Path) -> None:
+    path = tmp_path / "t.toml"
+    path.write_text(
+        tenants_toml(
+            {
+                **GOOD,
+                "directories": ["/srv/a", "/srv/b:ro"],
+                "hide": ["*.pem"],
+                "protect": [".git"],
+                "preset": "secrets",
+                "policy": "/etc/p.toml",
+                "workspaces": "/srv/ws",
+                "read_only": True,
+            }
+        )
+    )
+    tenant = load_tenants(str(path)).by_name["a"]
+    assert tenant.options() == [
+        "--read-only",
+        *("--hide", "*.pem", "--protect", ".git", "--preset", "secrets"),
+        *("--policy", "/etc/p.toml", "--workspaces", "/srv/ws"),
+        *("--", "/srv/a", "/srv/b:ro"),
+    ]
+    assert load_tenants(str(path)).authenticate("") is None
+
+
+def test_the_command_line_of_tenants(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text(tenants_toml({**GOOD, "token_sha256": "xyz"}))
+    port = str(free_port())
+    cases = [
+        (["--tenants", str(bad), "--http", f"127.0.0.1:{port}"], 1, "64 hex digits"),
+        (["--tenants", str(tmp_path / "none.toml"), "--unix", str(tmp_path / "s")], 1, "cannot"),
+        (["--tenants", str(bad)], 2, "--tenants needs --http"),
+        (["--tenants", str(bad), "--http", ":0", str(tmp_path)], 2, "replaces command-line"),
+        (["--tenants", str(bad), "--http", ":0", "--read-only"], 2, "--read-only cannot"),
+        (["--tenants", str(bad), "--http", ":0", "--hide", "x"], 2, "--hide cannot"),
+    ]
+    for args, status, message in cases:
+        done = subprocess.run([*SERVER, *args], capture_output=True, env=server_env(), timeout=60)
+        assert done.returncode == status, (args, done.stderr)
+        assert message in done.stderr.decode(), (args, done.stderr)
+        assert done.stderr.decode().startswith("sandboxfs: error:")
