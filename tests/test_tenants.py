@@ -17,6 +17,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -32,12 +33,14 @@ from sidecar_helpers import free_port, http_client, wait_healthy
 from helpers import CANARY
 from mcp_client import SERVER, run, server_env, wait_for
 from sandboxfs.audit.attacker import AttackerProcess, prepare
+from sandboxfs.core import landlock
 from sandboxfs.transports.tenants import TenantsError, hash_token, load_tenants, parse_tenants
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 
 TOKEN_A = "tenant-a-token-0123456789"
 TOKEN_B = "tenant-b-token-0123456789"
+TOKEN_C = "tenant-c-token-0123456789"
 HEADERS = {"Content-Type": "application/json", "Accept": "application/json"}
 
 
@@ -142,6 +145,7 @@ def front(tmp: Path, env: dict[str, str] | None = None, *extra: str) -> Iterator
                 "hide": ["*.secret"],
             },
             {"name": "b", "token_sha256": hash_token(TOKEN_B), "directories": [str(b)]},
+            {"name": "c", "token_sha256": hash_token(TOKEN_C), "workspaces": str(tmp / "ws-c")},
         )
     )
     port = free_port()
@@ -157,9 +161,7 @@ def front(tmp: Path, env: dict[str, str] | None = None, *extra: str) -> Iterator
     try:
         wait_healthy(port, process, log)
         f = Front(process, port, log, tenants_file, a, b)
-        _wait(
-            lambda: "starts in a row" in f.log_text() or (f.ready_pids("a") and f.ready_pids("b"))
-        )
+        _wait(lambda: "starts in a row" in f.log_text() or all(f.ready_pids(n) for n in "abc"))
         assert "starts in a row" not in f.log_text(), f.log_text()
         yield f
     finally:
@@ -271,6 +273,35 @@ def test_the_sdk_client_through_the_front(shared: Front) -> None:
                 assert result.content[0].text == CANARY.decode()  # type: ignore[union-attr]
 
     run(main)
+
+
+def test_a_tenants_workspaces_through_the_front(shared: Front) -> None:
+    """workspaces = BASE: the session id headers pass through the front both ways."""
+    base = shared.a.parent / "ws-c"
+
+    async def main() -> None:
+        url = f"http://127.0.0.1:{shared.port}/mcp"
+        async with http_client(url, "2025", TOKEN_C) as client:  # Mcp-Session-Id
+            await client.list_tools()
+            await client.call_tool("write_file", {"path": "note.txt", "content": "C's note"})
+            result = await client.call_tool("read_text_file", {"path": "note.txt"})
+            assert result.content[0].text == "C's note"  # type: ignore[union-attr]
+
+    run(main)
+    (note,) = base.glob("sessions/*/note.txt")
+    assert note.read_text() == "C's note"
+    assert _refused(shared, TOKEN_A, "read_text_file", path=str(note)) == "EACCES"
+    body = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": "read_text_file", "arguments": {"path": "note.txt"}},
+        }
+    ).encode()
+    named = {**HEADERS, "Sandboxfs-Workspace-Id": note.parent.name}
+    status, _, data = shared.post(TOKEN_C, body, named)
+    assert status == 200 and json.loads(data)["result"]["content"][0]["text"] == "C's note"
 
 
 def test_a_race_in_as_tree_never_reaches_b(shared: Front, tmp_path: Path) -> None:
@@ -429,6 +460,30 @@ def test_a_killed_front_takes_its_workers_along(tmp_path: Path) -> None:
         _wait(lambda: not any(_alive(pid) for pid in pids))
 
 
+def test_the_front_confines_itself_to_no_tcp(shared: Front) -> None:
+    """The front applied its own Landlock (network and scopes, not the filesystem, which
+    its workers inherit); here, in a child, the same call is seen to refuse TCP."""
+    assert re.search(r"^front: Landlock ABI \d+: no TCP bind or connect", shared.log_text(), re.M)
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        port = listener.getsockname()[1]
+        pid = os.fork()
+        if pid == 0:  # the child: confine, then try TCP and a file
+            code = 1
+            try:
+                assert landlock.confine_network().enforced
+                Path("/proc/self/status").read_text()  # the filesystem is untouched
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=5).close()
+                except PermissionError:
+                    code = 0
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
 def test_hash_token_matches_sha256sum() -> None:
     done = subprocess.run(
         [*SERVER, "hash-token"], input=b"my-token\n", capture_output=True, check=True
@@ -450,6 +505,7 @@ GOOD = {"name": "a", "token_sha256": "0" * 64, "directories": ["/srv/a"]}
         ({"tenant": [GOOD, {**GOOD, "name": "b"}]}, "same token_sha256 as tenant 'a'"),
         ({"tenant": [GOOD, {**GOOD, "token_sha256": "1" * 64}]}, "'a' appears twice"),
         ({"tenant": [{**GOOD, "directories": []}]}, "no 'directories'"),
+        ({"tenant": [{**GOOD, "workspaces": ""}]}, "'workspaces' must be a non-empty string"),
         ({"tenant": [{k: v for k, v in GOOD.items() if k != "directories"}]}, "no 'directories'"),
         ({"tenant": [{**GOOD, "token_sha256": "abc"}]}, "'token_sha256' must be 64 hex digits"),
         ({"tenant": [{**GOOD, "token_sha256": "g" * 64}]}, "'token_sha256' must be 64 hex"),

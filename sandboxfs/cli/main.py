@@ -417,5 +417,24 @@ def _serve_tenants(args: Arguments) -> int:
         grace_seconds=args.shutdown_grace,
     )
     log.info("sandboxfs %s: tenants front; workers' sockets in %s", __version__, settings.rundir)
+    _confine_front(args)
     trio.run(serve_front, listener, sidecar, args.tenants or "", tenants, settings)
     return EXIT_OK
+
+
+def _confine_front(args: Arguments) -> None:
+    """The front's own Landlock: no TCP beyond its listening socket, signals and abstract
+    sockets scoped.  Not the filesystem: the workers it starts inherit its domain."""
+    if args.no_landlock:
+        log.warning("Warning: Landlock disabled (--no-landlock) for the front and every worker")
+        return
+    try:
+        status = landlock.confine_network()
+    except (OSError, RuntimeError) as exc:
+        if args.require_landlock:
+            _fail(f"cannot apply Landlock to the front: {exc}")
+        log.warning("WARNING: Landlock could not be applied to the front (%s)", exc)
+        return
+    if not status.enforced and args.require_landlock:
+        _fail(f"--require-landlock: {status.detail}")
+    log.info("front: %s", status.detail)

@@ -188,3 +188,29 @@ def confine(
     if scoped:
         parts.append("abstract unix sockets and signals scoped")
     return LandlockStatus(abi, True, f"Landlock ABI {abi}: " + "; ".join(parts))
+
+
+def confine_network() -> LandlockStatus:
+    """Restrict this process, and every process it starts, to no TCP bind or connect
+    (ABI >= 4) and, with ABI >= 6, to abstract unix sockets and signals within its own
+    domain.  The filesystem is left alone: this is for the tenants' front, whose
+    workers inherit its domain and need their own directories (each worker then
+    confines itself to those).  Returns what was enforced; raises OSError if the
+    kernel refused."""
+    abi = abi_version()
+    if abi < 4:
+        return LandlockStatus(abi, False, "the kernel's Landlock cannot restrict TCP")
+    if not _only_thread():
+        raise RuntimeError("Landlock must be applied before any thread starts")
+    scoped = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if abi >= 6 else 0
+    ruleset = syscalls.landlock_create_ruleset(0, NET_BIND_TCP | NET_CONNECT_TCP, scoped)
+    try:
+        syscalls.set_no_new_privs()
+        syscalls.landlock_restrict_self(ruleset)
+    finally:
+        os.close(ruleset)
+    parts = ["no TCP bind or connect"]
+    if scoped:
+        parts.append("abstract unix sockets and signals scoped")
+    parts.append("the filesystem is not restricted (each worker confines itself)")
+    return LandlockStatus(abi, True, f"Landlock ABI {abi}: " + "; ".join(parts))

@@ -171,8 +171,11 @@ def _tenant(entry: Mapping[str, Any], where: str) -> Tenant:
         )
     directories = _strings(entry, "directories", where)
     policy = _optional_string(entry, "policy", where)
-    if not directories and policy is None:
-        raise TenantsError(f"{where}: no 'directories' (give a list of directories, or 'policy')")
+    workspaces = _optional_string(entry, "workspaces", where)
+    if not directories and policy is None and workspaces is None:
+        raise TenantsError(
+            f"{where}: no 'directories' (give a list of directories, 'policy' or 'workspaces')"
+        )
     if any(not directory for directory in directories):
         raise TenantsError(f"{where}: an empty string is no directory")
     preset = entry.get("preset", [])
@@ -188,7 +191,7 @@ def _tenant(entry: Mapping[str, Any], where: str) -> Tenant:
         protect=_strings(entry, "protect", where),
         presets=presets,
         policy=policy,
-        workspaces=_optional_string(entry, "workspaces", where),
+        workspaces=workspaces,
         read_only=read_only,
     )
 
