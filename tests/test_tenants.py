@@ -21,6 +21,7 @@ import socket
 import subprocess
 import threading
 import time
+import tomllib
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -545,6 +546,16 @@ def test_a_tenants_entry_becomes_the_workers_options(tmp_path: Path) -> None:
         *("--", "/srv/a", "/srv/b:ro"),
     ]
     assert load_tenants(str(path)).authenticate("") is None
+
+
+def test_the_readmes_tenants_file_loads() -> None:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = readme.split("## Tenants\n", 1)[1]
+    block = section.split("```toml\n", 1)[1].split("```", 1)[0]
+    tenants = parse_tenants(tomllib.loads(block), "README.md")
+    assert sorted(tenants.by_name) == ["alice", "bob"]
+    assert tenants.by_name["alice"].options()[-3:] == ["--", "/srv/alice", "/srv/shared:ro"]
+    assert tenants.by_name["bob"].read_only
 
 
 def test_the_command_line_of_tenants(tmp_path: Path) -> None:
