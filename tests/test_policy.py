@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from test_escapes import TARGETS, _call
 
 from helpers import Tree, make_tree, snapshot
@@ -30,6 +32,7 @@ from sandboxfs.cli.policies import Rules, configure, load_policy_file, split_mod
 from sandboxfs.core import landlock
 from sandboxfs.core.allowlist import AllowList, Root
 from sandboxfs.core.errors import AccessDenied, SandboxError
+from sandboxfs.core.globs import GlobError, compile_glob, name_matcher
 from sandboxfs.core.policy import PRESETS, Policy, PolicyError
 from sandboxfs.core.resolver import Resolver
 from sandboxfs.fs.limits import Limits
@@ -485,3 +488,20 @@ def test_an_attacker_exchanging_a_directory_with_a_link_to_a_hidden_one_never_ge
     for copy in tree.root.glob("c*"):
         assert copy.read_bytes() == b"visible\n"
     assert _guarded(tree) == before
+
+
+@given(
+    patterns=st.lists(st.text(alphabet="ab.*?[]!{},-", min_size=1, max_size=8), max_size=4),
+    name=st.text(alphabet="ab.-{},", max_size=8),
+)
+def test_the_name_test_agrees_with_the_glob_engine(patterns: list[str], name: str) -> None:
+    """The one test of a name that patterns without '/' share matches exactly what
+    each pattern, as a one-segment glob, matches."""
+    patterns = [p for p in patterns if not p.startswith("!")]  # the policy refuses those
+    try:
+        expected = any(compile_glob(p).matches(name) for p in patterns) if name else False
+        matcher = name_matcher(patterns)
+    except GlobError:
+        return
+    if name:
+        assert matcher(name) == expected

@@ -362,3 +362,34 @@ def compile_glob(pattern: str) -> Glob:
     if "\0" in pattern:
         raise GlobError("pattern contains a NUL character")
     return Glob(pattern)
+
+
+def name_matcher(patterns: list[str]) -> Callable[[str], bool]:
+    """One predicate for single names: whether ``name`` matches any of ``patterns``
+    (each without ``/``, in this module's syntax, braces expanded), as one segment
+    of a :class:`Glob` would.  Alternatives with at most one ``*`` share one regex
+    (so its backtracking stays O(len(pattern) x len(name))); the rare others use
+    the single-backtrack-point matcher.  Raises GlobError for an unusable pattern."""
+    regexes: list[str] = []
+    others: list[Callable[[str], bool]] = []
+    for pattern in patterns:
+        if "/" in pattern:
+            raise GlobError(f"a name pattern holds no '/': {pattern!r}")
+        if "\0" in pattern or len(pattern) > MAX_PATTERN_LENGTH:
+            raise GlobError(f"pattern cannot be used: {pattern[:40]!r}")
+        for alternative in _expand_braces(pattern):
+            tokens = _parse_segment(alternative)
+            if sum(t is _STAR for t in tokens) <= 1:
+                regexes.append(_segment_regex(tokens))
+            else:
+                others.append(functools.partial(_match_segment, tokens))
+    combined = (
+        re.compile("|".join(f"(?:{r})" for r in regexes), re.DOTALL).fullmatch if regexes else None
+    )
+
+    def matches(name: str) -> bool:
+        if combined is not None and combined(name) is not None:
+            return True
+        return any(test(name) for test in others)
+
+    return matches

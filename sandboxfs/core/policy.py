@@ -31,11 +31,11 @@ from __future__ import annotations
 import errno
 import functools
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Final, final
 
-from sandboxfs.core.globs import Glob, GlobError, compile_glob
+from sandboxfs.core.globs import Glob, GlobError, compile_glob, name_matcher
 
 #: The named presets an operator can start from (``--preset NAME``).
 PRESETS: Final[dict[str, tuple[tuple[str, ...], tuple[str, ...]]]] = {
@@ -86,23 +86,26 @@ class PolicyRefusal(OSError):
         self.reason = reason
 
 
-def _anchored(pattern: str) -> str:
-    """The pattern as matched from the allowed directory (no ``/``: any depth)."""
-    return pattern if "/" in pattern else "**/" + pattern
-
-
-def _compile(patterns: Iterable[str], option: str) -> tuple[Glob, ...]:
-    globs = []
+def _compile(
+    patterns: Iterable[str], option: str
+) -> tuple[Callable[[str], bool] | None, tuple[Glob, ...]]:
+    """The patterns without ``/`` as one test of a single name (they match at any
+    depth), and those with ``/`` as globs anchored at the allowed directory."""
+    names, globs = [], []
     for pattern in patterns:
         if not pattern or pattern.startswith(("!", "/")) or pattern.endswith("/"):
             raise PolicyError(
                 f"{option} {pattern!r}: a pattern is relative, not negated, with no trailing '/'"
             )
         try:
-            globs.append(compile_glob(_anchored(pattern)))
+            if "/" in pattern:
+                globs.append(compile_glob(pattern))
+            else:
+                name_matcher([pattern])  # each checked alone, so the error names it
+                names.append(pattern)
         except GlobError as exc:
             raise PolicyError(f"{option} {pattern!r}: {exc}") from None
-    return tuple(globs)
+    return (name_matcher(names) if names else None), tuple(globs)
 
 
 @final
@@ -135,8 +138,15 @@ class Policy:
     hide: tuple[str, ...] = ()
     protect: tuple[str, ...] = ()
     base: tuple[str, ...] = ()
+    #: Anchored patterns (with a ``/``) as globs; the others as one test of a name.
     _hide: tuple[Glob, ...] = field(default=(), init=False, repr=False, compare=False)
     _protect: tuple[Glob, ...] = field(default=(), init=False, repr=False, compare=False)
+    _hide_name: Callable[[str], bool] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
+    _protect_name: Callable[[str], bool] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
     #: Whether some names are hidden or protected: then every open is exact, so only
     #: canonical locations are judged.
     patterned: bool = field(default=False, init=False, repr=False, compare=False)
@@ -146,9 +156,13 @@ class Policy:
     def __post_init__(self) -> None:
         if len(self.hide) + len(self.protect) > MAX_PATTERNS:
             raise PolicyError(f"a policy holds at most {MAX_PATTERNS} patterns")
-        object.__setattr__(self, "_hide", _compile(self.hide, "--hide"))
-        object.__setattr__(self, "_protect", _compile(self.protect, "--protect"))
-        object.__setattr__(self, "patterned", bool(self._hide or self._protect))
+        hide_name, hide = _compile(self.hide, "--hide")
+        protect_name, protect = _compile(self.protect, "--protect")
+        object.__setattr__(self, "_hide", hide)
+        object.__setattr__(self, "_protect", protect)
+        object.__setattr__(self, "_hide_name", hide_name)
+        object.__setattr__(self, "_protect_name", protect_name)
+        object.__setattr__(self, "patterned", bool(self.hide or self.protect))
         object.__setattr__(self, "active", not self.writable or self.patterned)
 
     @classmethod
@@ -186,19 +200,20 @@ class Policy:
 
     def hidden_names(self, rel: tuple[str, ...], names: Iterable[str]) -> set[str]:
         """Which of ``names``, entries of the directory at ``rel``, are hidden."""
-        if not self._hide:
+        if not self.hide:
             return set()
         hide_states, hidden, _, _ = _states(self, rel)
         if hidden:
             return set(names)
+        found = set(filter(self._hide_name, names)) if self._hide_name else set()
         live = [(glob, state) for glob, state in zip(self._hide, hide_states, strict=True) if state]
-        if not live:
-            return set()
-        return {
-            name
-            for name in names
-            if any(glob.accepts(glob.step(state, name)) for glob, state in live)
-        }
+        if live:
+            found.update(
+                name
+                for name in names
+                if any(glob.accepts(glob.step(state, name)) for glob, state in live)
+            )
+        return found
 
     def beneath(self, below: tuple[str, ...]) -> Policy:
         """This policy for a directory ``below`` this one (a client's narrower root)."""
@@ -271,10 +286,14 @@ def _advance(policy: Policy, state: _State, name: str) -> _State:
     hide, hidden, protect, protected = state
     if not hidden:
         hide = tuple(g.step(s, name) if s else 0 for g, s in zip(policy._hide, hide, strict=True))
-        hidden = any(g.accepts(s) for g, s in zip(policy._hide, hide, strict=True) if s)
+        hidden = any(g.accepts(s) for g, s in zip(policy._hide, hide, strict=True) if s) or bool(
+            policy._hide_name and policy._hide_name(name)
+        )
     if not protected:
         protect = tuple(
             g.step(s, name) if s else 0 for g, s in zip(policy._protect, protect, strict=True)
         )
-        protected = any(g.accepts(s) for g, s in zip(policy._protect, protect, strict=True) if s)
+        protected = any(
+            g.accepts(s) for g, s in zip(policy._protect, protect, strict=True) if s
+        ) or bool(policy._protect_name and policy._protect_name(name))
     return hide, hidden, protect, protected
