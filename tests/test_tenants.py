@@ -372,6 +372,49 @@ def test_each_worker_is_landlocked_over_its_own_directories(shared: Front) -> No
     assert "WARNING: Landlock" not in f.log_text()
 
 
+def test_the_front_caps_bodies_and_refuses_ambiguous_framing(tmp_path: Path) -> None:
+    """The front's own cap (its workers keep theirs, 16 MiB): a declared and a chunked
+    body over it get 413 from the front; Content-Length with Transfer-Encoding gets 400."""
+    with front(tmp_path, None, "--max-line-bytes", "1000") as f:
+        payload = "x" * 2000
+        status, _ = f.call(TOKEN_A, "write_file", path=str(f.a / "big"), content=payload)
+        assert status == 413
+        body = json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "tools/call",
+                "params": {
+                    "name": "write_file",
+                    "arguments": {"path": str(f.a / "big"), "content": payload},
+                },
+            }
+        ).encode()
+        connection = http.client.HTTPConnection("127.0.0.1", f.port, timeout=60)
+        headers = {**HEADERS, "Authorization": f"Bearer {TOKEN_A}"}
+        connection.request(
+            "POST",
+            "/mcp",
+            body=iter([body[:500], body[500:]]),
+            headers=headers,
+            encode_chunked=True,
+        )
+        assert connection.getresponse().status == 413
+        connection.close()
+        assert not (f.a / "big").exists()
+        with socket.create_connection(("127.0.0.1", f.port), timeout=60) as raw:
+            raw.sendall(
+                b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nAuthorization: Bearer %s\r\n"
+                b"Content-Type: application/json\r\nAccept: application/json\r\n"
+                b"Content-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"
+                % (f.port, TOKEN_A.encode())
+            )
+            answer = raw.recv(65536)
+        assert answer.startswith(b"HTTP/1.1 400"), answer
+        small = f.text(TOKEN_A, "write_file", path=str(f.a / "small"), content="ok")
+        assert "Successfully" in small
+
+
 def test_a_killed_worker_is_restarted_and_others_are_served(tmp_path: Path) -> None:
     with front(tmp_path, {"SANDBOXFS_TEST_STALL": "60:slow"}) as f:
         (f.a / "slow").write_text("slow\n")
