@@ -11,6 +11,7 @@ import json
 import os
 import stat
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -493,3 +494,27 @@ def test_an_http_swap_race_never_shows_the_other_session(tmp_path: Path) -> None
                 assert refused > 0
 
         run(main)
+
+
+def test_prune_during_a_swap_race_never_touches_outside(tmp_path: Path) -> None:
+    """While a session is pruned, an attacker keeps exchanging a directory in it with
+    a symlink to a directory outside: nothing outside is ever removed."""
+    base = tmp_path / "base"
+    outside = tmp_path / "outside"
+    ws = Base(_made(base))
+    swaps = 0
+    for round_ in range(4):
+        name = f"racy-{round_}"
+        ws.lease(name, create=True).release()
+        session_dir = base / "sessions" / name
+        prepare("exchange-dir", session_dir, outside, b"outside canary")
+        (outside / "inner").mkdir(exist_ok=True)
+        (outside / "inner" / "keep.txt").write_text("keep")
+        attacker = AttackerProcess("exchange-dir", session_dir, outside)
+        try:
+            ws.prune(0, now=time.time() + 10**6)
+        finally:
+            swaps += attacker.stop().swaps
+        assert (outside / "canary.txt").read_bytes() == b"outside canary"
+        assert (outside / "inner" / "keep.txt").read_text() == "keep"
+    assert swaps > 0
