@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sidecar_helpers import free_port, http_client, wait_healthy
+from sidecar_helpers import free_port, http_client, unix_request, wait_healthy
 
 from helpers import CANARY
 from mcp_client import SERVER, run, server_env, wait_for
@@ -305,17 +305,20 @@ def test_a_tenants_workspaces_through_the_front(shared: Front) -> None:
     assert status == 200 and json.loads(data)["result"]["content"][0]["text"] == "C's note"
 
 
-def test_a_race_in_as_tree_never_reaches_b(shared: Front, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "attempts", [300, pytest.param(5000, marks=pytest.mark.slow)], ids=["short", "long"]
+)
+def test_a_race_in_as_tree_never_reaches_b(shared: Front, attempts: int) -> None:
     """An attacker keeps exchanging A's directory ``d`` with a symlink to B's directory
     while A's client reads through ``d``: never B's content, and the attack was met."""
     f = shared
-    root = f.a / "race"
+    root = f.a / f"race-{attempts}"
     root.mkdir()
     prepare("exchange-dir", root, f.b, CANARY)  # B's directory holds canary.txt now
     counts: Counter[str] = Counter()
     process = AttackerProcess("exchange-dir", root, f.b)
     try:
-        for i in range(300):
+        for i in range(attempts):
             path = str(root / "d" / ("f" if i % 2 else "canary.txt"))
             status, data = f.call(TOKEN_A, "read_text_file", path=path)
             assert b"CANARY" not in data, data
@@ -370,6 +373,39 @@ def test_each_worker_is_landlocked_over_its_own_directories(shared: Front) -> No
         landlock = re.findall(rf"^tenant {name}: Landlock ABI \d+: (.*)$", f.log_text(), re.M)
         assert landlock and "beneath the allowed directories" in landlock[0]
     assert "WARNING: Landlock" not in f.log_text()
+
+
+def test_a_front_on_a_unix_socket(tmp_path: Path) -> None:
+    (tmp_path / "d").mkdir()
+    tenants_file = tmp_path / "t.toml"
+    tenants_file.write_text(
+        tenants_toml(
+            {"name": "u", "token_sha256": hash_token(TOKEN_A), "directories": [str(tmp_path / "d")]}
+        )
+    )
+    path = str(tmp_path / "front.sock")
+    log = tmp_path / "front.log"
+    with log.open("wb") as errlog:
+        process = subprocess.Popen(
+            [*SERVER, "--tenants", str(tenants_file), "--unix", path],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=errlog,
+            env=server_env(),
+        )
+    try:
+        _wait(lambda: "tenant u: worker ready" in log.read_text() or process.poll() is not None)
+        assert process.poll() is None, log.read_text()
+        assert os.stat(path).st_mode & 0o777 == 0o600
+        post = [("Content-Type", "application/json"), ("Accept", "application/json")]
+        assert unix_request(path, "POST", "/mcp", post) == 401
+        authorized = [*post, ("Authorization", f"Bearer {TOKEN_A}")]
+        # No body: the worker answers 400 (it was reached: the front forwarded it).
+        assert unix_request(path, "POST", "/mcp", authorized) == 400
+        assert unix_request(path, "GET", "/healthz") == 200
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=60) == 0
 
 
 def test_the_front_caps_bodies_and_refuses_ambiguous_framing(tmp_path: Path) -> None:
