@@ -44,6 +44,8 @@ MAX_FAILED_STARTS: Final = 5
 START_SECONDS: Final = 30.0
 #: A worker serving this long is healthy again: its next death restarts it at once.
 HEALTHY_SECONDS: Final = 30.0
+#: The longest worker log line relayed whole; a longer one is relayed in parts.
+_MAX_LINE: Final = 64 * 1024
 
 
 @final
@@ -209,6 +211,9 @@ class Worker:
                     break
                 pending += chunk
                 *lines, pending = pending.split(b"\n")
+                if len(pending) > _MAX_LINE:  # a line that never ends: shown in parts
+                    lines.append(pending)
+                    pending = b""
                 for line in lines:
                     sys.stderr.buffer.write(prefix + line + b"\n")
                 sys.stderr.buffer.flush()
