@@ -128,3 +128,27 @@ def test_a_policy_file_over_http(tmp_path: Path) -> None:
 
         run(main)
     assert not (docs / "new.md").exists()
+
+
+def test_workspace_and_store_directories_carry_the_rules_for_every_directory(
+    tmp_path: Path,
+) -> None:
+    base = tmp_path / "base"
+
+    async def main() -> None:
+        async with session(
+            "--workspaces", str(base), "--workspace-id", "w1", "--preset", "secrets"
+        ) as s:
+            refusal = await s.error("write_file", path=".env", content="KEY=1")
+            assert "hidden by policy" in refusal
+            await s.text("write_file", path="notes.txt", content="ok")
+            await s.text("create_store", name="shared")
+            store = base / "stores" / "shared"
+            refusal = await s.error("write_file", path=str(store / "id_rsa"), content="k")
+            assert "hidden by policy" in refusal
+            (base / "sessions" / "w1" / "server.pem").write_text(SECRET)
+            listing = await s.text("list_directory", path=str(base / "sessions" / "w1"))
+            assert "notes.txt" in listing and "server.pem" not in listing
+
+    run(main)
+    assert not (base / "sessions" / "w1" / ".env").exists()

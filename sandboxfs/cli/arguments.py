@@ -323,11 +323,9 @@ def _check_tenants(args: Arguments) -> None:
 
 def _check_directories(args: Arguments) -> None:
     """Refuse options that need allowed directories when none are given."""
-    if args.directories or args.policy_file is not None:
-        return
-    if args.workspaces is not None:
-        pass  # the workspaces are the directories
-    elif args.serves_http:
+    if args.directories or args.policy_file is not None or args.workspaces is not None:
+        return  # (the workspaces are directories, and carry the policy options' rules)
+    if args.serves_http:
         raise UsageError("serving HTTP needs at least one directory on the command line")
     elif args.confine_roots:
         raise UsageError("--confine-roots needs command-line directories to confine Roots to")
@@ -335,7 +333,9 @@ def _check_directories(args: Arguments) -> None:
         raise UsageError("--require-landlock needs command-line directories to confine to")
     for option in POLICY_OPTIONS:
         if option in args.given:
-            raise UsageError(f"{option} needs command-line directories (or --policy FILE)")
+            raise UsageError(
+                f"{option} needs command-line directories (or --policy FILE or --workspaces)"
+            )
 
 
 def _check_workspaces(args: Arguments) -> None:

@@ -35,12 +35,12 @@ from sandboxfs.cli.arguments import (
     help_text,
     parse_arguments,
 )
-from sandboxfs.cli.policies import Directory, Rules, configure
+from sandboxfs.cli.policies import Directory, Rules, configure, global_policy
 from sandboxfs.cli.workspaces import SetupError as WorkspaceSetupError
 from sandboxfs.cli.workspaces import setup as workspace_setup
 from sandboxfs.core import landlock
 from sandboxfs.core.allowlist import AllowList, Root
-from sandboxfs.core.policy import PolicyError
+from sandboxfs.core.policy import Policy, PolicyError
 from sandboxfs.core.watch import TEST_STALL_ENV, Stall
 from sandboxfs.fs.workspaces import SessionLease
 from sandboxfs.session.access import AccessControl
@@ -224,6 +224,7 @@ def _open_workspaces(
             token_required=sidecar is not None and sidecar.token is not None,
             workspace_id=args.workspace_id,
             no_xdev=args.no_xdev,
+            policy=_global_policy(args),
         )
     except WorkspaceSetupError as exc:
         if exc.usage:
@@ -249,6 +250,19 @@ def _directories(args: Arguments) -> list[Directory]:
     rules = Rules(tuple(args.hide), tuple(args.protect), tuple(args.presets))
     try:
         return configure(args.directories, rules, args.policy_file, read_only=args.read_only)
+    except PolicyError as exc:
+        print(f"sandboxfs: error: {exc}\nsee 'sandboxfs --help'", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE) from None
+    except OSError as exc:
+        _fail(f"cannot read --policy {args.policy_file}: {exc.strerror}")
+
+
+def _global_policy(args: Arguments) -> Policy:
+    """The rules for every directory (--hide, --protect, --preset, a policy file's top
+    level): what workspace directories carry."""
+    rules = Rules(tuple(args.hide), tuple(args.protect), tuple(args.presets))
+    try:
+        return global_policy(rules, args.policy_file)
     except PolicyError as exc:
         print(f"sandboxfs: error: {exc}\nsee 'sandboxfs --help'", file=sys.stderr)
         raise SystemExit(EXIT_USAGE) from None

@@ -150,3 +150,11 @@ def configure(
         )
         result.append(Directory(path, policy))
     return result
+
+
+def global_policy(rules: Rules, policy_file: str | None) -> Policy:
+    """The policy of the rules for every directory: ``rules`` and a policy file's top
+    level (what directories made while serving, such as workspaces, carry).  Raises
+    PolicyError or OSError."""
+    every = rules + (load_policy_file(policy_file)[0] if policy_file is not None else Rules())
+    return Policy.of(hide=every.hide, protect=every.protect, presets=every.presets)

@@ -22,6 +22,7 @@ from sandboxfs.cli.arguments import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from sandboxfs.core.allowlist import AllowList, Root
 from sandboxfs.core.chokepoint import Confinement
 from sandboxfs.core.pathnames import relative_to
+from sandboxfs.core.policy import OPEN, Policy
 from sandboxfs.fs.workspaces import WORKSPACE_ID_ENV, Base, SessionLease, check_name, parse_age
 from sandboxfs.session.workspaces import WorkspaceSessions
 from sandboxfs.tools.format import format_size
@@ -49,6 +50,7 @@ def setup(
     token_required: bool,
     workspace_id: str | None,
     no_xdev: bool = False,
+    policy: Policy = OPEN,
 ) -> tuple[WorkspaceSessions, SessionLease | None]:
     """The server's workspaces, and over stdio the lease of this process's session
     (``workspace_id``, else ``SANDBOXFS_WORKSPACE_ID``, else a fresh one)."""
@@ -62,7 +64,7 @@ def setup(
                 "it would expose other sessions' directories; give directories outside BASE"
             )
     try:
-        base = Base(base_root, Confinement(no_xdev=no_xdev))
+        base = Base(base_root, Confinement(no_xdev=no_xdev), policy)
     except OSError as exc:
         raise SetupError(
             f"cannot lay out --workspaces {base_root.given}: {exc.strerror or exc}"

@@ -39,6 +39,7 @@ from typing import Final, final
 
 from sandboxfs.core.allowlist import Root
 from sandboxfs.core.chokepoint import Confinement, Directory, Location
+from sandboxfs.core.policy import OPEN, Policy
 
 SESSIONS: Final = "sessions"
 STORES: Final = "stores"
@@ -163,9 +164,14 @@ class Base:
     """BASE, opened: its descriptor and the ``sessions`` and ``stores`` directories
     beneath it (made ``0700`` if missing)."""
 
-    def __init__(self, root: Root, confinement: Confinement | None = None) -> None:
+    def __init__(
+        self, root: Root, confinement: Confinement | None = None, policy: Policy = OPEN
+    ) -> None:
         self.root = root
         self.confinement = confinement or Confinement()
+        #: The rules every session and store directory carries (the command line's
+        #: --hide, --protect, --preset and a policy file's top level).
+        self.policy = policy
         with self._top() as top:
             for name in (SESSIONS, STORES):
                 with contextlib.suppress(FileExistsError):
@@ -189,7 +195,7 @@ class Base:
     def _root_of(self, rel: tuple[str, ...]) -> Root:
         fd = Location(self.root, rel).open(self.confinement, os.O_PATH | os.O_DIRECTORY, exact=True)
         path = "/".join((self.root.path, *rel))
-        return Root(fd, path, path)
+        return Root(fd, path, path, self.policy)
 
     # -- sessions ------------------------------------------------------------------------
 
@@ -226,7 +232,7 @@ class Base:
                     continue
                 raise SessionGone(session_id)
             path = f"{self.root.path}/{SESSIONS}/{session_id}"
-            lease = SessionLease(session_id, Root(root_fd, path, path), lock_fd)
+            lease = SessionLease(session_id, Root(root_fd, path, path, self.policy), lock_fd)
             lease.touch()
             return lease
         raise OSError(errno.EAGAIN, f"session {session_id} kept being removed")
