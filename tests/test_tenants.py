@@ -408,6 +408,58 @@ def test_a_front_on_a_unix_socket(tmp_path: Path) -> None:
         assert process.wait(timeout=60) == 0
 
 
+def test_a_worker_that_cannot_start_is_given_up_until_a_reload_adds_tenants(
+    tmp_path: Path,
+) -> None:
+    """Tenant z names a directory that does not exist: its worker fails its starts, is
+    given up (502), and the other tenant is served; after SIGHUP (z's directory made,
+    tenant y added) both are served."""
+    good, missing, added = tmp_path / "good", tmp_path / "missing", tmp_path / "added"
+    good.mkdir()
+    added.mkdir()
+    (added / "y.txt").write_text("y\n")
+    entries = [
+        {"name": "a", "token_sha256": hash_token(TOKEN_A), "directories": [str(good)]},
+        {"name": "z", "token_sha256": hash_token(TOKEN_B), "directories": [str(missing)]},
+    ]
+    tenants_file = tmp_path / "t.toml"
+    tenants_file.write_text(tenants_toml(*entries))
+    port = free_port()
+    log = tmp_path / "front.log"
+    with log.open("wb") as errlog:
+        process = subprocess.Popen(
+            [*SERVER, "--tenants", str(tenants_file), "--http", f"127.0.0.1:{port}"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=errlog,
+            env=server_env(),
+        )
+    try:
+        wait_healthy(port, process, log)
+        f = Front(process, port, log, tenants_file, good, missing)
+        _wait(lambda: "tenant z: worker failed 5 starts in a row" in f.log_text())
+        assert "tenant z: sandboxfs: error: allowed directory" in f.log_text()
+        status, data = f.call(TOKEN_B, "list_directory", path=str(missing))
+        assert status == 502 and json.loads(data)["error"]["code"] == -32603
+        (good / "g.txt").write_text("g\n")
+        assert f.text(TOKEN_A, "read_text_file", path=str(good / "g.txt")) == "g\n"
+        missing.mkdir()
+        (missing / "z.txt").write_text("z\n")
+        token_y = "tenant-y-token-0123456789"
+        entries.append(
+            {"name": "y", "token_sha256": hash_token(token_y), "directories": [str(added)]}
+        )
+        tenants_file.write_text(tenants_toml(*entries))
+        process.send_signal(signal.SIGHUP)
+        _wait(lambda: f.ready_pids("z") and f.ready_pids("y"))
+        assert f.text(TOKEN_B, "read_text_file", path=str(missing / "z.txt")) == "z\n"
+        assert f.text(token_y, "read_text_file", path=str(added / "y.txt")) == "y\n"
+        assert _refused(f, token_y, "read_text_file", path=str(missing / "z.txt")) == "EACCES"
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=60) == 0
+
+
 def test_the_front_caps_bodies_and_refuses_ambiguous_framing(tmp_path: Path) -> None:
     """The front's own cap (its workers keep theirs, 16 MiB): a declared and a chunked
     body over it get 413 from the front; Content-Length with Transfer-Encoding gets 400."""
