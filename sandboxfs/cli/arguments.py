@@ -367,6 +367,8 @@ def help_text() -> str:
         "usage: sandboxfs [OPTIONS] [--] DIR[:ro|:rw]...",
         "       sandboxfs audit [--era 2025|2026] [--json FILE] -- CMD ... {root}",
         "       sandboxfs workspaces BASE [--prune AGE]",
+        "       sandboxfs --tenants FILE --http HOST:PORT   (one worker process per tenant)",
+        "       sandboxfs hash-token < TOKEN_FILE           (a tenant's token_sha256)",
         "",
         "A security-first MCP filesystem server: an agent may read, write and search",
         "files inside the given directories and nothing else. Speaks MCP over stdio",
