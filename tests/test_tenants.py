@@ -145,7 +145,12 @@ def front(tmp: Path, env: dict[str, str] | None = None, *extra: str) -> Iterator
                 "directories": [str(a), f"{tmp / 'tenant-a-ro'}:ro"],
                 "hide": ["*.secret"],
             },
-            {"name": "b", "token_sha256": hash_token(TOKEN_B), "directories": [str(b)]},
+            {
+                "name": "b",
+                "token_sha256": hash_token(TOKEN_B),
+                "directories": [str(b)],
+                "audit_log": str(tmp / "b-audit.jsonl"),
+            },
             {"name": "c", "token_sha256": hash_token(TOKEN_C), "workspaces": str(tmp / "ws-c")},
         )
     )
@@ -230,6 +235,18 @@ def test_the_tenants_policy_reaches_its_worker(shared: Front) -> None:
     assert (f.a / "written.txt").read_text() == "ok"
     cmdline = Path(f"/proc/{f.pid('a')}/cmdline").read_bytes().split(b"\0")
     assert b"--hide" in cmdline and f"{f.a}-ro:ro".encode() in cmdline
+
+
+def test_a_tenants_own_audit_log(shared: Front) -> None:
+    f = shared
+    f.text(TOKEN_B, "get_file_info", path=str(f.b / "b.txt"))
+    (f.a / "only-a.txt").write_text("a\n")
+    f.text(TOKEN_A, "get_file_info", path=str(f.a / "only-a.txt"))
+    lines = [json.loads(line) for line in (f.a.parent / "b-audit.jsonl").read_text().splitlines()]
+    assert {"path": str(f.b / "b.txt")} in [line["paths"] for line in lines]
+    assert {"path": str(f.a / "only-a.txt")} not in [line["paths"] for line in lines]
+    assert re.search(r'^tenant a: \{"time".*"tool": "get_file_info"', f.log_text(), re.M)
+    assert not re.search(r'^tenant b: \{"time"', f.log_text(), re.M)
 
 
 @pytest.mark.parametrize(
@@ -666,6 +683,7 @@ def test_a_tenants_entry_becomes_the_workers_options(tmp_path: Path) -> None:
                 "policy": "/etc/p.toml",
                 "workspaces": "/srv/ws",
                 "read_only": True,
+                "audit_log": "/var/log/a.jsonl",
             }
         )
     )
@@ -673,7 +691,7 @@ def test_a_tenants_entry_becomes_the_workers_options(tmp_path: Path) -> None:
     assert tenant.options() == [
         "--read-only",
         *("--hide", "*.pem", "--protect", ".git", "--preset", "secrets"),
-        *("--policy", "/etc/p.toml", "--workspaces", "/srv/ws"),
+        *("--policy", "/etc/p.toml", "--workspaces", "/srv/ws", "--audit-log", "/var/log/a.jsonl"),
         *("--", "/srv/a", "/srv/b:ro"),
     ]
     assert load_tenants(str(path)).authenticate("") is None
@@ -700,6 +718,7 @@ def test_the_command_line_of_tenants(tmp_path: Path) -> None:
         (["--tenants", str(bad), "--http", ":0", str(tmp_path)], 2, "replaces command-line"),
         (["--tenants", str(bad), "--http", ":0", "--read-only"], 2, "--read-only cannot"),
         (["--tenants", str(bad), "--http", ":0", "--hide", "x"], 2, "--hide cannot"),
+        (["--tenants", str(bad), "--http", ":0", "--audit-log", "off"], 2, "--audit-log cannot"),
     ]
     for args, status, message in cases:
         done = subprocess.run([*SERVER, *args], capture_output=True, env=server_env(), timeout=60)

@@ -125,6 +125,7 @@ TENANT_OWN: Final = (
     "--policy",
     "--workspaces",
     "--token-file",
+    "--audit-log",
 )
 
 #: The options that give directories a policy; they need directories to apply to.

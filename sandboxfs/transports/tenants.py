@@ -12,6 +12,7 @@ TOML, read with :mod:`tomllib`::
     policy = "/etc/sandboxfs/alice.toml" # optional, like --policy FILE
     workspaces = "/srv/workspaces/alice" # optional, like --workspaces BASE
     read_only = false                    # optional, like --read-only
+    audit_log = "/var/log/sandboxfs/alice.jsonl"  # optional, like --audit-log
 
 A token is never stored, only its SHA-256; a presented token is hashed and
 compared against every tenant's hash in constant time.  Every problem (an
@@ -46,6 +47,7 @@ _KEYS: Final = frozenset(
         "policy",
         "workspaces",
         "read_only",
+        "audit_log",
     }
 )
 
@@ -75,6 +77,7 @@ class Tenant:
     policy: str | None = None
     workspaces: str | None = None
     read_only: bool = False
+    audit_log: str | None = None
 
     def options(self) -> list[str]:
         """The worker's own options and directories, as sandboxfs argv (after ``--``
@@ -92,6 +95,8 @@ class Tenant:
             argv += ["--policy", self.policy]
         if self.workspaces is not None:
             argv += ["--workspaces", self.workspaces]
+        if self.audit_log is not None:
+            argv += ["--audit-log", self.audit_log]
         return [*argv, "--", *self.directories]
 
 
@@ -193,6 +198,7 @@ def _tenant(entry: Mapping[str, Any], where: str) -> Tenant:
         policy=policy,
         workspaces=workspaces,
         read_only=read_only,
+        audit_log=_optional_string(entry, "audit_log", where),
     )
 
 
