@@ -28,11 +28,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
+from mcp import types
+from mcp.client import Client
+from mcp.client.streamable_http import streamable_http_client
 from sidecar_helpers import free_port, http_client, unix_request, wait_healthy
 
 from helpers import CANARY
-from mcp_client import SERVER, run, server_env, wait_for
+from mcp_client import SERVER, Roots, run, server_env, wait_for
 from sandboxfs.audit.attacker import AttackerProcess, prepare
 from sandboxfs.core import landlock
 from sandboxfs.transports.tenants import TenantsError, hash_token, load_tenants, parse_tenants
@@ -731,3 +735,32 @@ def test_the_command_line_of_tenants(tmp_path: Path) -> None:
         assert done.returncode == status, (args, done.stderr)
         assert message in done.stderr.decode(), (args, done.stderr)
         assert done.stderr.decode().startswith("sandboxfs: error:")
+
+
+def test_a_roots_trick_through_the_front_does_not_reach_b(shared: Front) -> None:
+    """A 2025-era client of tenant A offers B's directory and / as its Roots and says
+    they changed: HTTP never takes client Roots (the worker never even asks), and B's
+    files stay out of A's reach."""
+    roots = Roots(paths=[str(shared.b), "/"])
+
+    async def main() -> None:
+        headers = {"Authorization": f"Bearer {TOKEN_A}"}
+        async with httpx2.AsyncClient(headers=headers, timeout=60) as transport:
+            client = Client(
+                streamable_http_client(
+                    f"http://127.0.0.1:{shared.port}/mcp", http_client=transport
+                ),
+                mode="legacy",
+                cache=None,
+                list_roots_callback=roots.answer,
+            )
+            async with client:
+                await client.session.send_notification(types.RootsListChangedNotification())
+                for path in (str(shared.b / "b.txt"), "b.txt"):
+                    result = await client.call_tool("read_text_file", {"path": path})
+                    assert result.is_error and CANARY.decode() not in str(result.content)
+                listed = await client.call_tool("list_allowed_directories", {})
+                assert str(shared.b) not in str(listed.content)
+
+    run(main)
+    assert roots.asked == 0
