@@ -41,9 +41,10 @@ Methods raise :class:`OSError` for what the kernel refused; callers turn it into
 a client-safe error with :meth:`Confinement.error` (the one converter,
 :func:`~sandboxfs.core.errors.from_oserror`).
 
-This is one module on purpose, a little over 400 lines: every ``openat2`` and
-every ``*at`` call on a client's behalf is here, so that one file is what to
-read, and a test can pin that nothing else makes them.
+This is one module on purpose, about 600 lines: every ``openat2`` and
+every ``*at`` call on a client's behalf is here, with the policy's check before
+each of them, so that one file is what to read, and a test can pin that nothing
+else makes them.
 """
 
 from __future__ import annotations
