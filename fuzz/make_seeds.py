@@ -401,6 +401,39 @@ def scan_seeds() -> list[bytes]:
     ]
 
 
+def codemap_seeds() -> list[bytes]:
+    fuzz_codemap = importlib.import_module("fuzz_codemap")
+    languages = list(fuzz_codemap.LANGUAGES)
+    sources = {
+        "python": b"import x\n\nclass Hub:\n    def run(self, v):\n        return helper(v)\n\n"
+        b"def helper(v):\n    return Hub().run(v)\nLIMIT = 3\n",
+        "javascript": b"export function render(a) { return helper(a) }\nclass View { draw() {} }\n",
+        "typescript": b"interface Shape { area(): number }\ntype Id = string\n"
+        b"export class Box implements Shape { area() { return helper(1) } }\n",
+        "tsx": b"export function App() { return <div>{helper()}</div> }\n",
+        "go": b"package p\ntype Store struct{}\nfunc (s *Store) Get() int { return helper() }\n"
+        b"func helper() int { return 1 }\n",
+        "rust": b"struct Record;\nimpl Record { fn new() -> Self { Record } }\nfn helper() {}\n",
+        "java": b"class Hub { void run() { helper(); } static void helper() {} }\n",
+        "c": b"#define MAX 3\nstatic int helper(int a) { return a; }\nint run(void);\n",
+        "cpp": b"namespace n { class Hub { void run(); }; }\nvoid n::Hub::run() { helper(); }\n",
+        "ruby": b"module M\n  class Hub\n    def run; helper; end\n  end\nend\n",
+        "bash": b"helper() { echo hi; }\nrun() { helper; }\nrun\n",
+    }
+    sep = fuzz_codemap.SEPARATOR
+    files = [bytes([languages.index(k)]) + v for k, v in sources.items()]
+    every = sep.join([b"hub helper", *files])
+    broken = b"\x00" + b"def f(:\n" * 50
+    many = b"\x00" + b"\n".join(b"def f%d(): pass" % i for i in range(300))
+    return [
+        b"\x00\x00\x00" + every,
+        b"\x1f\x00\x7f" + every,
+        b"\x00\x10\x00" + sep + bytes([0x80]) + sources["python"] + sep + broken,
+        b"\x00\x00\x10" + sep + many,
+        b"\x00\x00\x00" + sep + b"\x07" + b"\xff\xfe\x00garbage{{{" + sep + b"\x00",
+    ]
+
+
 def write(target: str, seeds: list[bytes]) -> None:
     directory = HERE / "seeds" / target
     shutil.rmtree(directory, ignore_errors=True)
@@ -418,6 +451,7 @@ def main() -> None:
     write("framing", framing_seeds())
     write("session", session_seeds())
     write("scan", scan_seeds())
+    write("codemap", codemap_seeds())
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ import pytest
 pytest.importorskip("atheris")
 
 FUZZ = Path(__file__).resolve().parent.parent / "fuzz"
-TARGETS = ("resolver", "textedit", "globs", "framing", "session", "dirents", "scan")
+TARGETS = ("resolver", "textedit", "globs", "framing", "session", "dirents", "scan", "codemap")
 TOLERATE_ENV = "SANDBOXFS_FUZZ_TOLERATE"
 
 

@@ -72,6 +72,7 @@ CALLS: dict[str, list[dict[str, Any]]] = {
     "directory_tree": [{"path": "."}, {"path": "bind"}],
     "search_files": [{"path": ".", "pattern": "**/*"}, {"path": "bind", "pattern": "*"}],
     "grep_files": [{"pattern": "CANARY", "path": "."}, {"pattern": "CANARY", "path": "leaf.txt"}],
+    "code_map": [{"path": "."}, {"path": "bind"}],
     "move_file": [
         {"source": "leaf.txt", "destination": "moved.txt"},
         {"source": f"bind/{MOUNTED_NAME}", "destination": "moved.txt"},

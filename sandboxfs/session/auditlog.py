@@ -20,7 +20,7 @@ _ENCODER: Final = json.JSONEncoder(ensure_ascii=False, default=str)
 _ASCII_ENCODER: Final = json.JSONEncoder(ensure_ascii=True, default=str)
 
 #: The arguments that name paths; nothing else from a call is logged.
-PATH_ARGUMENTS: Final = ("path", "paths", "source", "destination")
+PATH_ARGUMENTS: Final = ("path", "paths", "source", "destination", "focus")
 
 
 @final

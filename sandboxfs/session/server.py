@@ -40,6 +40,7 @@ from sandboxfs.session.jsonrpc import INVALID_PARAMS, MODERN_VERSIONS, ProtocolE
 from sandboxfs.session.resources import FILE_TEMPLATE, read_resource
 from sandboxfs.tools import CallContext, MediaBlock, ToolResult, ToolSpec, served_tools
 from sandboxfs.tools.accounts import Accounts
+from sandboxfs.tools.codecache import ParseCache
 from sandboxfs.tools.spec import Progress
 
 if TYPE_CHECKING:
@@ -226,6 +227,8 @@ class SandboxfsServer:
         )
         self._calls = trio.CapacityLimiter(limits.concurrent_calls)
         self.revisions = RevisionCache()
+        #: code_map's parse results, shared by every call of this server.
+        self.parses = ParseCache()
         #: The resolve flags every call of this server uses.
         self.confinement = Confinement(no_xdev=options.no_xdev)
 
@@ -370,6 +373,7 @@ class SandboxfsServer:
                 notes=notes,
                 home=self.options.home,
                 accounts=self.options.accounts,
+                parses=self.parses,
                 workspace=self.access.workspace,
                 **({"progress": progress} if progress is not None else {}),
             )

@@ -7,6 +7,7 @@ tools annotated read-only: the filter reads the declaration, never a second list
 
 from __future__ import annotations
 
+from sandboxfs.tools.codemap import CODE_MAP
 from sandboxfs.tools.grepping import GREP_FILES
 from sandboxfs.tools.listing import (
     GET_FILE_INFO,
@@ -67,6 +68,7 @@ TOOLS: tuple[ToolSpec, ...] = (
     LIST_ALLOWED_DIRECTORIES,
     DELETE_FILE,
     GREP_FILES,
+    CODE_MAP,
 )
 
 

@@ -16,6 +16,7 @@ from sandboxfs.fs.limits import Limits
 from sandboxfs.fs.sandbox import Sandbox
 from sandboxfs.fs.workspaces import Workspace
 from sandboxfs.tools.accounts import Accounts
+from sandboxfs.tools.codecache import ParseCache
 
 JSON = dict[str, Any]
 
@@ -79,7 +80,8 @@ def _no_progress(done: float, total: float | None, message: str | None) -> None:
 @final
 @dataclass(frozen=True, slots=True)
 class CallContext:
-    """Everything one call may use.  Built per call; holds no mutable shared state."""
+    """Everything one call may use.  Built per call; holds no mutable shared state
+    but the server's caches (safe to share between threads)."""
 
     sandbox: Sandbox
     limits: Limits
@@ -93,6 +95,8 @@ class CallContext:
     progress: Progress = _no_progress
     #: This session's private directory and the stores (``--workspaces``), or None.
     workspace: Workspace | None = None
+    #: What files already parsed for code_map define and use (the server's cache).
+    parses: ParseCache = field(default_factory=ParseCache)
 
     @property
     def wants_progress(self) -> bool:

@@ -1,0 +1,310 @@
+"""code_map: a ranked skeleton of the code below a directory.
+
+The walk is search_files' and grep_files' (:class:`~sandboxfs.tools.walking.Walker`
+over a :class:`~sandboxfs.fs.walks.TreeWalk`): every directory reopened exactly
+beneath its allowed directory, no symlink followed, hidden entries never listed,
+each directory read one timed step (``--fs-timeout``), at most ``walk_entries``
+entries and ``tree_depth`` levels.  Below the start it never enters
+:data:`SKIPPED_DIRS`, a dot-directory or a virtualenv, and it takes at most
+:data:`FILE_CAP` source files.  Each file is opened as grep opens one (an ``O_PATH``
+handle that must show a regular file, then the same inode for reading: special
+files are never opened for reading), at most :data:`FILE_BYTES` of it is read,
+and it is parsed (:mod:`~sandboxfs.tools.codeparse`) unless the server's parse
+cache (:mod:`~sandboxfs.tools.codecache`) knows it by its ``fstat``.  The whole
+call has ``search_seconds`` (``--max-search-seconds``); files it had no time for
+are counted in the summary.  Ranking and rendering: :mod:`~sandboxfs.tools.coderank`.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Final, final
+
+from sandboxfs.core.errors import InvalidArgument, LimitExceeded, SandboxError
+from sandboxfs.core.names import quote_path, structured_path
+from sandboxfs.fs.files import OpenFile
+from sandboxfs.tools.codecache import parse_key
+from sandboxfs.tools.codeparse import Parsed, ParseStopped, language_of, parse_source
+from sandboxfs.tools.coderank import (
+    DEFAULT_CHARS,
+    MAX_CHARS,
+    MIN_CHARS,
+    Source,
+    Walked,
+    build_map,
+)
+from sandboxfs.tools.spec import (
+    READ_ONLY,
+    STRING_LIST,
+    CallContext,
+    Param,
+    ToolResult,
+    ToolSpec,
+)
+from sandboxfs.tools.walking import Walker
+
+#: Source files one map reads, at most; the walk stops there and says so.
+FILE_CAP: Final = 5000
+#: Bytes of one file a map reads, at most; larger files are skipped (and counted).
+FILE_BYTES: Final = 1024 * 1024
+#: Directories never entered below the start (besides dot-directories and virtualenvs).
+SKIPPED_DIRS: Final = frozenset(
+    {"node_modules", "target", "build", "dist", "vendor", "__pycache__", "site-packages"}
+)
+#: An entry that makes its directory a virtualenv (venv, virtualenv, conda).
+_VIRTUALENV_MARKS: Final = frozenset({"pyvenv.cfg", "conda-meta"})
+#: Bytes inspected to decide that a file is binary (as grep_files does).
+_BINARY_PROBE: Final = 8192
+#: Focus paths one call may name, and characters of a query, at most.
+_FOCUS_MAX: Final = 100
+_QUERY_MAX: Final = 1000
+_NARROW: Final = "narrow path"
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class _Found:
+    """A source file the walk found: where it is below the start, and its language."""
+
+    rel: tuple[str, ...]
+    language: str
+
+
+@final
+class _Mapper:
+    """One code_map call: the walk, then reading and parsing what it found."""
+
+    def __init__(self, ctx: CallContext, path: str) -> None:
+        self.ctx = ctx
+        self.walker = Walker(ctx, path, "code_map")
+        self.prefix = path.rstrip("/") or "/"
+        self.deadline = time.monotonic() + ctx.limits.search_seconds
+        self.walked = Walked()
+        self.parsed = 0
+        self.cached = 0
+
+    def out_of_time(self) -> bool:
+        return time.monotonic() > self.deadline
+
+    def _shown(self, rel: tuple[str, ...]) -> tuple[str, str]:
+        """A file's path as the text shows it and as structured content carries it."""
+        relative = "/".join(rel)
+        if self.prefix == "/":
+            return f"/{quote_path(relative)}", f"/{structured_path(relative)}"
+        return f"{self.prefix}/{quote_path(relative)}", f"{self.prefix}/{structured_path(relative)}"
+
+    # -- the walk -------------------------------------------------------------------------
+
+    def walk(self) -> list[_Found]:
+        """The source files below the start, depth first in byte order."""
+        found: list[_Found] = []
+        try:
+            for rel, language in self._files():
+                if len(found) == FILE_CAP:
+                    self.walked.stopped = f"stopped at {FILE_CAP:,} source files: {_NARROW}"
+                    break
+                found.append(_Found(rel, language))
+        except LimitExceeded:
+            entries = self.ctx.limits.walk_entries
+            self.walked.stopped = f"stopped after visiting {entries:,} entries: {_NARROW}"
+        self.walked.unreadable_dirs = len(self.walker.unreadable)
+        return found
+
+    def _files(self) -> Iterator[tuple[tuple[str, ...], str]]:
+        depth = self.ctx.limits.tree_depth
+        pending: list[tuple[str, ...]] = [()]
+        while pending:
+            rel = pending.pop()
+            if self.out_of_time():
+                seconds = self.ctx.limits.search_seconds
+                self.walked.stopped = f"stopped after {seconds:g} s: {_NARROW}"
+                return
+            entries = self.walker.entries(rel)
+            if entries is None:
+                continue
+            if rel and any(entry.name in _VIRTUALENV_MARKS for entry in entries):
+                continue  # a virtualenv: nothing of it is mapped
+            below: list[tuple[str, ...]] = []
+            for name, kind, _ in entries:
+                if kind == "directory":
+                    if name in SKIPPED_DIRS or name.startswith("."):
+                        continue
+                    if len(rel) + 1 >= depth:
+                        self.walked.too_deep = depth
+                        continue
+                    below.append((*rel, name))
+                elif kind == "file":
+                    language = language_of(name)
+                    if language is None:
+                        self.walked.not_code += 1
+                    else:
+                        yield (*rel, name), language
+            pending.extend(reversed(below))  # depth first, in byte order
+
+    # -- reading and parsing --------------------------------------------------------------
+
+    def parse_open(self, f: OpenFile, language: str, shown: str) -> Parsed | None:
+        """What the open file ``f`` defines and uses (from the cache when its ``fstat``
+        is known); None, counted, if it is too large or binary.  Raises ParseStopped."""
+        if f.stat.st_size > FILE_BYTES:
+            self.walked.too_large += 1
+            return None
+        key = parse_key(language, f.stat)
+        cache = self.ctx.parses
+        known = cache.get(key)
+        if known is not None:
+            self.cached += 1
+            return known
+        with self.walker.tree.ctx.watch.step(shown):
+            data = f.file.read(FILE_BYTES + 1)
+        if len(data) > FILE_BYTES:
+            self.walked.too_large += 1
+            return None
+        if b"\0" in data[:_BINARY_PROBE]:
+            self.walked.binary += 1
+            return None
+        parsed = parse_source(language, data, self.deadline)
+        self.parsed += 1
+        if parse_key(language, os.fstat(f.fd)) == key:  # unchanged while it was read
+            cache.put(key, parsed)
+        return parsed
+
+    def read(self, found: list[_Found], focus: dict[tuple[int, int], Source]) -> list[Source]:
+        """The walk's files as sources (the focus files among them marked as such)."""
+        sources: list[Source] = []
+        progress = self.ctx.progress
+        for index, item in enumerate(found):
+            if self.out_of_time():
+                self.walked.unparsed = len(found) - index
+                break
+            shown, exact = self._shown(item.rel)
+            try:
+                with self.walker.tree.open_file(item.rel, shown) as f:
+                    if (f.stat.st_dev, f.stat.st_ino) in focus:
+                        continue  # mapped once, as the focus file it is
+                    parsed = self.parse_open(f, item.language, shown)
+            except ParseStopped:
+                self.walked.unparsed = len(found) - index
+                break
+            except SandboxError:  # vanished, replaced, unreadable meanwhile
+                self.walked.unreadable += 1
+                continue
+            if parsed is not None:
+                sources.append(Source(shown, exact, parsed))
+            progress(index + 1, len(found), "files mapped")
+        return sources
+
+    def focus_sources(self, paths: list[str]) -> dict[tuple[int, int], Source]:
+        """The focus files, each opened once from its own path (errors name it),
+        by device and inode."""
+        focus: dict[tuple[int, int], Source] = {}
+        for path in dict.fromkeys(paths):
+            name = path.rstrip("/").rpartition("/")[2]
+            language = language_of(name)
+            with self.ctx.sandbox.open_file(path) as f:
+                identity = (f.stat.st_dev, f.stat.st_ino)
+                parsed = None
+                if language is not None and identity not in focus:
+                    try:
+                        parsed = self.parse_open(f, language, path)
+                    except ParseStopped:
+                        parsed = None
+            if parsed is not None:
+                focus[identity] = Source(quote_path(path), path, parsed, focus=True)
+        return focus
+
+
+def code_map(
+    ctx: CallContext,
+    /,
+    path: str = ".",
+    *,
+    query: str | None = None,
+    focus: list[str] | None = None,
+    maxChars: int = DEFAULT_CHARS,
+) -> ToolResult:
+    if not MIN_CHARS <= maxChars <= MAX_CHARS:
+        raise InvalidArgument(
+            f"maxChars must be between {MIN_CHARS} and {MAX_CHARS}, got {maxChars}"
+        )
+    if focus is not None and len(focus) > _FOCUS_MAX:
+        raise InvalidArgument(f"focus may name at most {_FOCUS_MAX} files")
+    if query is not None and len(query) > _QUERY_MAX:
+        raise InvalidArgument(f"query may be at most {_QUERY_MAX} characters long")
+    mapper = _Mapper(ctx, path)
+    focused = mapper.focus_sources(focus or [])
+    found = mapper.walk()
+    sources = [*focused.values(), *mapper.read(found, focused)]
+    result = build_map(sources, mapper.walked, query=query, max_chars=maxChars)
+    walked = mapper.walked
+    stopped = walked.stopped if walked.stopped or not walked.unparsed else "out of time"
+    return ToolResult(
+        text=result.text,
+        structured={
+            **result.structured,
+            "filesSkipped": {
+                "notSourceCode": walked.not_code,
+                "tooLarge": walked.too_large,
+                "binary": walked.binary,
+                "unreadable": walked.unreadable,
+                "notParsedInTime": walked.unparsed,
+            },
+            "unreadableDirectories": walked.unreadable_dirs,
+            "parsed": mapper.parsed,
+            "fromCache": mapper.cached,
+            "complete": stopped is None,
+            "stoppedReason": stopped,
+        },
+    )
+
+
+CODE_MAP = ToolSpec(
+    name="code_map",
+    title="Code Map",
+    description="A ranked skeleton of the code below 'path': the files that matter most "
+    "first, each as 'path:' followed by the 1-based numbers and text of its definition lines "
+    "(functions, classes, types, ...; never bodies), '⋮' between lines that are not adjacent, "
+    "and a bracketed summary last. Call it before reading: the line numbers pair with "
+    "read_text_file's offset. Files are ranked by how much the rest of the tree refers to "
+    "what they define (PageRank); 'query' (words of your question) and 'focus' (files you "
+    "already have in view; they steer the map and are not shown) steer it. Python, "
+    "JavaScript/TypeScript, Go, Rust, Java, C/C++, Ruby and shell. maxChars bounds the "
+    "answer: files lose their least-referenced lines first, then whole files are left out, "
+    "never cut. Skips .git, node_modules, target, build, dist, vendor, __pycache__, "
+    "virtualenvs and dot-directories; reads at most 5,000 files of at most 1 MiB; symlinks "
+    "are never followed. Only works within allowed directories.",
+    params=(
+        Param(
+            "path",
+            {"type": "string", "minLength": 1, "default": "."},
+            "Directory to map (default: the first allowed directory).",
+        ),
+        Param(
+            "query",
+            {"type": "string"},
+            "Words of the question at hand (at most 1,000 characters); files and definitions "
+            "whose names match come first.",
+        ),
+        Param(
+            "focus",
+            STRING_LIST,
+            "Files already in view (at most 100): what they refer to ranks higher; they are "
+            "not shown.",
+        ),
+        Param(
+            "maxChars",
+            {
+                "type": "integer",
+                "minimum": MIN_CHARS,
+                "maximum": MAX_CHARS,
+                "default": DEFAULT_CHARS,
+            },
+            f"Longest answer, in characters ({MIN_CHARS} to {MAX_CHARS}).",
+        ),
+    ),
+    annotations=READ_ONLY,
+    handler=code_map,
+)
