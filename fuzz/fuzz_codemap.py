@@ -41,7 +41,8 @@ with (
     else contextlib.nullcontext()
 ):
     from sandboxfs.tools.codeparse import LANGUAGES, ParseStopped, parse_source, shown_line
-    from sandboxfs.tools.coderank import GAP, MAX_CHARS, MIN_CHARS, Source, Walked, build_map
+    from sandboxfs.tools.coderank import Source
+    from sandboxfs.tools.coderender import GAP, MAX_CHARS, MIN_CHARS, Walked, build_map
 
 KNOWN_BUGS: Final[dict[str, str]] = {}  # fixed ones stay as regression inputs
 TOLERATE_ENV: Final = "SANDBOXFS_FUZZ_TOLERATE"

@@ -12,7 +12,8 @@ files are never opened for reading), at most :data:`FILE_BYTES` of it is read,
 and it is parsed (:mod:`~sandboxfs.tools.codeparse`) unless the server's parse
 cache (:mod:`~sandboxfs.tools.codecache`) knows it by its ``fstat``.  The whole
 call has ``search_seconds`` (``--max-search-seconds``); files it had no time for
-are counted in the summary.  Ranking and rendering: :mod:`~sandboxfs.tools.coderank`.
+are counted in the summary.  Ranking: :mod:`~sandboxfs.tools.coderank`; what is
+printed within ``maxChars``: :mod:`~sandboxfs.tools.coderender`.
 """
 
 from __future__ import annotations
@@ -28,14 +29,8 @@ from sandboxfs.core.names import quote_path, structured_path
 from sandboxfs.fs.files import OpenFile
 from sandboxfs.tools.codecache import parse_key
 from sandboxfs.tools.codeparse import Parsed, ParseStopped, language_of, parse_source
-from sandboxfs.tools.coderank import (
-    DEFAULT_CHARS,
-    MAX_CHARS,
-    MIN_CHARS,
-    Source,
-    Walked,
-    build_map,
-)
+from sandboxfs.tools.coderank import Source
+from sandboxfs.tools.coderender import DEFAULT_CHARS, MAX_CHARS, MIN_CHARS, Walked, build_map
 from sandboxfs.tools.spec import (
     READ_ONLY,
     STRING_LIST,
