@@ -22,8 +22,10 @@ installed next to it).  Each is npm-installed under bench/.reference on first us
 
 Ratio convention: ``speedup`` = how many times faster sandboxfs is than a reference (>1:
 sandboxfs faster, <1: reference faster).  For a rate it is sandboxfs/reference; for a time
-it is reference/sandboxfs.  grep_files has no counterpart in the reference: its rows are
-sandboxfs's alone.
+it is reference/sandboxfs.  grep_files and code_map have no counterpart in the reference:
+their rows are sandboxfs's alone.  code_map maps this repository (its committed files,
+exported under the fixtures) and the big tree (where it stops at its 5,000-file cap), each
+on a fresh server's first call (every file parsed) and again (the parse cache).
 
 Limit rows (bench/limits.py): beside list_directory, directory_tree, search_files and
 grep_files, the same work without MCP, measured in the same run and checked like the
@@ -44,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import json
 import os
 import platform
@@ -54,6 +57,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from collections.abc import Callable, Iterable
@@ -699,6 +703,57 @@ def grep_workload(case: GrepCase) -> Callable[[Conn, Ctx], Measure]:
 w_grep = grep_workload(TREE_LITERAL)
 
 
+# code_map: the map of this repository (an export of its committed files under the
+# fixtures) and of the big tree (105,050 entries, half of them .py files: the walk stops at
+# code_map's 5,000-file cap), each on its first call (every file parsed) and again (each
+# answered from the server's parse cache).
+def export_repository(ctx: Ctx) -> None:
+    """This repository's committed files at HEAD under ``repo/`` (once per commit)."""
+    dest = ctx.root / "repo"
+    head = run_text(["git", "-C", str(REPO), "rev-parse", "HEAD"]).strip()
+    stamp = ctx.root / ".bench-repo-commit"
+    if stamp.exists() and stamp.read_text() == head and dest.is_dir():
+        return
+    shutil.rmtree(dest, ignore_errors=True)
+    dest.mkdir()
+    archive = subprocess.run(  # noqa: S603 - our own fixed command
+        [shutil.which("git") or "git", "-C", str(REPO), "archive", "--format=tar", "HEAD"],
+        capture_output=True,
+        check=True,
+    )
+    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+        tar.extractall(dest, filter="data")
+    stamp.write_text(head)
+
+
+def map_workload(target: str, *, cached: bool) -> Callable[[Conn, Ctx], Measure]:
+    def run(conn: Conn, ctx: Ctx) -> Measure:
+        args = {"path": ctx.p(target)}
+        facts: dict[str, Any] = {}
+
+        def verify(r: dict[str, Any]) -> None:
+            structured = r.get("structuredContent") or {}
+            text = result_text(r)
+            _expect(conn.label, text.endswith("]"), "code_map's answer has no summary last")
+            _expect(conn.label, structured.get("filesMapped", 0) > 0, "code_map mapped nothing")
+            facts.update(structured)
+
+        if cached:
+            per = timed_calls(conn, ctx.n_walk, lambda i: ("code_map", args), verify)
+            verify(conn.call("code_map", args))  # the warm-up was the first call: ask again
+            detail = f"{facts['fromCache']} files from the parse cache"
+        else:  # one call on a fresh server: every file read and parsed
+            t0 = time.perf_counter()
+            verify(conn.call("code_map", args))
+            per = time.perf_counter() - t0
+            detail = f"{facts['parsed']} files parsed"
+        if facts.get("stoppedReason"):
+            detail += f"; {facts['stoppedReason']}"
+        return Measure(per * 1e3, detail)
+
+    return run
+
+
 def command_limit(
     name: str, argv: Callable[[Ctx], list[str]], expect_lines: Callable[[Ctx], int]
 ) -> Callable[[Ctx], tuple[Measure, int | None]]:
@@ -835,6 +890,23 @@ WORKLOADS: list[Workload] = [
             ("grep_re", "regex (RE2), big tree", TREE_REGEX),
             ("grep_huge", "literal, huge file", HUGE_LITERAL),
             ("grep_huge_re", "regex (RE2), huge file", HUGE_REGEX),
+        )
+    ),
+    *(
+        Workload(
+            key,
+            f"code_map {what}",
+            "ms",
+            map_workload(target, cached=cached),
+            tool="code_map",
+            sfs_only=True,
+            before=export_repository if target == "repo" else None,
+        )
+        for key, what, target, cached in (
+            ("map_repo", "this repository, first call", "repo", False),
+            ("map_repo_again", "this repository, again (parse cache)", "repo", True),
+            ("map_tree", "big tree (5,000-file cap), first call", "tree", False),
+            ("map_tree_again", "big tree, again (parse cache)", "tree", True),
         )
     ),
 ]
@@ -1087,10 +1159,9 @@ def table_head(servers: list[str]) -> tuple[str, ...]:
     )
 
 
-def no_tool_cell(notes: Footnotes) -> str:
-    return "- " + notes.mark(
-        "sandboxfs only (the reference has no such tool): see its limit rows below"
-    )
+def no_tool_cell(notes: Footnotes, wl: Workload) -> str:
+    why = "sandboxfs only (the reference has no such tool)"
+    return "- " + notes.mark(why + (": see its limit rows below" if wl.limits else ""))
 
 
 def table_row(
@@ -1106,7 +1177,7 @@ def table_row(
     med = {s: median(x.value for x in samples[s]) for s in servers}
     values = [
         status_cell(wl.key, s, results, notes)
-        or (no_tool_cell(notes) if wl.sfs_only and s != SFS else value_cell(med[s], wl.unit))
+        or (no_tool_cell(notes, wl) if wl.sfs_only and s != SFS else value_cell(med[s], wl.unit))
         for s in servers
     ]
     ratios = [ratio(med[SFS], med[r], wl.higher_better) for r in refs] if SFS in servers else []

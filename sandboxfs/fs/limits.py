@@ -26,12 +26,13 @@ class Limits:
     edit_bytes: int = 64 * MiB
     #: Size of ``content`` accepted by write_file and append_file.
     write_bytes: int = 16 * MiB
-    #: Entries one search_files, directory_tree or grep_files walk may visit.
+    #: Entries one search_files, directory_tree, grep_files or code_map walk may visit.
     walk_entries: int = 100_000
     #: Entries below a directory that a read's revision of it may describe (each
     #: costs a ``stat``); larger trees get no revision in reads.
     revision_entries: int = 10_000
-    #: Seconds one grep_files call may search before it stops early (and says so).
+    #: Seconds one grep_files or code_map call may search (or map) before it stops
+    #: early (and says so).
     search_seconds: float = 30.0
     #: Directory levels a walk (or a recursive delete) may descend.
     tree_depth: int = 256
@@ -59,9 +60,9 @@ LIMIT_HELP: Final[dict[str, str]] = {
     "read_bytes": "bytes one read may return (text or media)",
     "edit_bytes": "largest file edit_file will load, in bytes",
     "write_bytes": "largest content write_file/append_file accept, in bytes",
-    "walk_entries": "entries one search/tree/grep walk may visit",
+    "walk_entries": "entries one search/tree/grep/map walk may visit",
     "revision_entries": "entries below a directory that a read's revision may describe",
-    "search_seconds": "seconds one grep_files call may search",
+    "search_seconds": "seconds one grep_files or code_map call may take",
     "tree_depth": "directory levels a walk may descend",
     "symlink_hops": "symbolic links followed while resolving one path",
     "concurrent_calls": "tool calls served at once",
