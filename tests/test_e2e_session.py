@@ -113,6 +113,7 @@ CALLS = [
     request(31, "resources/read", {"uri": "file://{root}/a.txt"}),
     tool(32, "append_file", path="w/append.txt", content="three\n"),
     tool(33, "copy_file", source="a.txt", destination="w/copy.txt"),
+    tool(34, "code_map", path="sub", maxChars=512),
 ]
 
 

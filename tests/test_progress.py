@@ -31,6 +31,7 @@ CASES: dict[str, tuple[str, dict[str, Any], str, bool]] = {
     "search_files": ("search_files", {"path": "tree", "pattern": "**/*.txt"}, "entries", False),
     "grep over a tree": ("grep_files", {"path": "tree", "pattern": "needle"}, "entries", False),
     "grep in a big file": ("grep_files", {"path": "big.txt", "pattern": "zz"}, "bytes", True),
+    "code map": ("code_map", {"path": "tree"}, "entries", False),
     "big read": ("read_text_file", {"path": "big.txt"}, "bytes read", True),
     "copy": ("copy_file", {"source": "big.txt", "destination": "copy.txt"}, "bytes", True),
 }

@@ -171,6 +171,7 @@ class _Mapper:
         """The walk's files as sources (the focus files among them marked as such)."""
         sources: list[Source] = []
         progress = self.ctx.progress
+        visited = self.walker.visited  # progress goes on from the walk's count
         for index, item in enumerate(found):
             if self.out_of_time():
                 self.walked.unparsed = len(found) - index
@@ -189,7 +190,7 @@ class _Mapper:
                 continue
             if parsed is not None:
                 sources.append(Source(shown, exact, parsed))
-            progress(index + 1, len(found), "files mapped")
+            progress(visited + index + 1, visited + len(found), "entries visited, files mapped")
         return sources
 
     def focus_sources(self, paths: list[str]) -> dict[tuple[int, int], Source]:
