@@ -160,6 +160,7 @@ def test_read_only_mode_serves_only_read_only_tools(tree: Tree) -> None:
                 "get_file_info",
                 "list_allowed_directories",
                 "grep_files",
+                "code_map",
             }
             assert all(t.annotations and t.annotations.read_only_hint for t in tools)
             with pytest.raises(Exception, match="Unknown tool: write_file"):
