@@ -10,7 +10,7 @@ import pytest
 
 from helpers import Tree, make_tree, snapshot
 from sandboxfs.binding import syscalls
-from sandboxfs.core import chokepoint, landlock, policy
+from sandboxfs.core import chokepoint, landlock, names, policy
 from sandboxfs.fs import trees, writes
 from sandboxfs.fs.sandbox import Sandbox
 
@@ -103,6 +103,30 @@ def _landlock_ignores_directory_policy() -> None:
     landlock._add_roots = add_roots
 
 
+def _policy_judges_the_unquoted_string() -> None:
+    """Unquoting as it once was: each escaped byte a surrogate of its own, so the
+    policy judges a string other than the one for the bytes the kernel opens."""
+    import re  # noqa: PLC0415
+
+    escape = re.compile(r'\\(x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|["\\ntrabfv])')
+    short = {'"': '"', "\\": "\\", "n": "\n", "t": "\t", "r": "\r", "a": "\a", "b": "\b"}
+    short.update({"f": "\f", "v": "\v"})
+
+    def one(match: re.Match[str]) -> str:
+        body = match.group(1)
+        if body[0] == "x":
+            byte = int(body[1:], 16)
+            return chr(byte) if byte < 0x80 else chr(0xDC00 + byte)
+        return chr(int(body[1:], 16)) if body[0] == "u" else short[body]
+
+    def unquote_name(shown: str) -> str | None:
+        if len(shown) < 2 or shown[0] != '"' or shown[-1] != '"':
+            return None
+        return escape.sub(one, shown[1:-1])
+
+    names.unquote_name = unquote_name  # type: ignore[assignment]
+
+
 def _listings_show_hidden_entries() -> None:
     policy.Policy.hidden_names = lambda self, rel, names: set()  # type: ignore[method-assign]
 
@@ -119,6 +143,7 @@ MUTANTS = {
     "drop-policy-subtree-check": _drop_policy_subtree_check,
     "landlock-ignores-directory-policy": _landlock_ignores_directory_policy,
     "listings-show-hidden-entries": _listings_show_hidden_entries,
+    "policy-judges-the-unquoted-string": _policy_judges_the_unquoted_string,
     "drop-RESOLVE_BENEATH": _drop_beneath,
     "drop-RESOLVE_NO_XDEV": _drop_no_xdev,
     "drop-RESOLVE_NO_SYMLINKS-on-leaves": _drop_no_symlinks_on_leaves,

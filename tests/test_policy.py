@@ -45,7 +45,12 @@ from sandboxfs.tools.writing import delete_file, move_file
 
 SECRET = b"HIDDEN-CONTENT-7f3a"
 KEPT = b"protected content\n"
-POLICY = Policy.of(hide=["*.secret", "vault"], protect=["keep.txt", "frozen"])
+#: Names outside ASCII are named literally and by a "?" on their last character: the
+#: policy must judge the one string for the bytes the kernel opens, whatever form the
+#: client used (issue 26: the quoted form with \xHH escapes once walked past both).
+POLICY = Policy.of(
+    hide=["*.secret", "vault", "señas.txt", "key?"], protect=["keep.txt", "frozen", "café.md"]
+)
 
 
 # -- the rules themselves ------------------------------------------------------------
@@ -158,7 +163,10 @@ def _plant(tree: Tree, *, hidden: bool = True) -> None:
         (root / "a.secret").write_bytes(SECRET)
         (root / "vault").mkdir()
         (root / "vault" / "inside.txt").write_bytes(SECRET)
+        (root / "señas.txt").write_bytes(SECRET)
+        (root / "keyé").write_bytes(SECRET)
     (root / "keep.txt").write_bytes(KEPT)
+    (root / "café.md").write_bytes(KEPT)
     (root / "frozen").mkdir()
     (root / "frozen" / "f.txt").write_bytes(KEPT)
     (root / "ln-s").symlink_to("a.secret")
@@ -175,6 +183,8 @@ HIDDEN_PATHS = {
     "link-to-hidden-dir-child": "ln-v/inside.txt",
     "fresh-hidden-name": "new.secret",
     "fresh-name-in-hidden-dir": "vault/new.txt",
+    "hidden-non-ascii-name": "señas.txt",
+    "hidden-by-question-mark": "keyé",
 }
 PROTECTED_PATHS = {
     "protected-file": "keep.txt",
@@ -183,8 +193,38 @@ PROTECTED_PATHS = {
     "link-to-protected-file": "ln-k",
     "absolute-link-to-protected-dir-child": "ln-f/f.txt",
     "fresh-name-in-protected-dir": "frozen/new.txt",
+    "protected-non-ascii-name": "café.md",
 }
-HIDDEN_NAMES = ("a.secret", "inside.txt", "vault")
+
+
+def _escaped(name: str, *, every_byte: bool) -> str:
+    """``name`` in the quoted form the tools show and accept back, its bytes outside
+    ASCII (or all of them) written ``\\xHH``."""
+    return (
+        '"'
+        + "".join(
+            f"\\x{byte:02x}" if every_byte or byte >= 0x80 else chr(byte)
+            for byte in os.fsencode(name)
+        )
+        + '"'
+    )
+
+
+def _quoted_forms(paths: dict[str, str]) -> dict[str, str]:
+    """Every path with each component quoted, every byte escaped; and, for a path
+    outside ASCII, the form a listing would suggest (only those bytes escaped)."""
+    forms = {}
+    for case, path in paths.items():
+        parts = path.split("/")
+        forms[f"{case}~quoted"] = "/".join(_escaped(p, every_byte=True) for p in parts)
+        if not path.isascii():
+            forms[f"{case}~utf8-bytes"] = "/".join(_escaped(p, every_byte=False) for p in parts)
+    return forms
+
+
+HIDDEN_PATHS.update(_quoted_forms(HIDDEN_PATHS))
+PROTECTED_PATHS.update(_quoted_forms(PROTECTED_PATHS))
+HIDDEN_NAMES = ("a.secret", "inside.txt", "vault", "señas.txt", "keyé")
 
 
 def _sandbox(tree: Tree, policy: Policy = POLICY) -> Sandbox:
@@ -196,7 +236,8 @@ def _guarded(tree: Tree) -> dict[str, Any]:
     return {
         k: v
         for k, v in everything.items()
-        if k.split("/")[0] in ("a.secret", "vault", "keep.txt", "frozen")
+        if k.split("/")[0]
+        in ("a.secret", "vault", "keep.txt", "frozen", "señas.txt", "keyé", "café.md")
     }
 
 
@@ -468,7 +509,7 @@ def test_an_attacker_exchanging_a_directory_with_a_link_to_a_hidden_one_never_ge
         read,
         lambda: sandbox.list_dir("d"),
         lambda: sandbox.stat("d/inside.txt"),
-        lambda: sandbox.copy_file("d/inside.txt", f"c{os.urandom(4).hex()}"),
+        lambda: sandbox.copy_file("d/inside.txt", f"copy-{os.urandom(4).hex()}"),
         lambda: grep_files(ctx, "i", path="d").text,
     ]
     served = refused = 0
@@ -489,7 +530,7 @@ def test_an_attacker_exchanging_a_directory_with_a_link_to_a_hidden_one_never_ge
         stop.set()
         thread.join()
     assert swaps > 1000 and served > 0 and refused > 0, (swaps, served, refused)
-    for copy in tree.root.glob("c*"):
+    for copy in tree.root.glob("copy-*"):
         assert copy.read_bytes() == b"visible\n"
     assert _guarded(tree) == before
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Sequence
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote_to_bytes, urlsplit
 
 from sandboxfs.core.allowlist import AllowList, Root
 from sandboxfs.core.chokepoint import Confinement, open_root_beneath
@@ -25,14 +25,19 @@ log = logging.getLogger("sandboxfs")
 
 
 def local_path(uri: str) -> str | None:
-    """The absolute path of a local ``file://`` URI, or None for anything else."""
+    """The absolute path of a local ``file://`` URI, or None for anything else.
+
+    Percent-escapes are bytes: the path is those bytes decoded as names read from
+    the disk are (:func:`os.fsdecode`), so ``%C3%B1`` is ``ñ`` and ``%E9`` the one
+    string for that byte, the same string a listing gives (the policy judges the
+    bytes the kernel is given)."""
     parts = urlsplit(uri)
     if parts.scheme != "file" or parts.netloc not in ("", "localhost"):
         return None
-    path = unquote(parts.path)
-    if not path.startswith("/") or "\0" in path:
+    raw = unquote_to_bytes(parts.path)
+    if not raw.startswith(b"/") or b"\0" in raw:
         return None
-    return normalize_absolute(path)
+    return normalize_absolute(os.fsdecode(raw))
 
 
 def roots_from_uris(
