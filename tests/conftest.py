@@ -127,6 +127,11 @@ def _policy_judges_the_unquoted_string() -> None:
     names.unquote_name = unquote_name  # type: ignore[assignment]
 
 
+def _nested_directories_judged_by_one() -> None:
+    """A path is judged by the rules of the one directory that resolved it."""
+    policy.Policy._nested = lambda self, rel: iter(())  # type: ignore[method-assign]
+
+
 def _listings_show_hidden_entries() -> None:
     policy.Policy.hidden_names = lambda self, rel, names: set()  # type: ignore[method-assign]
 
@@ -144,6 +149,7 @@ MUTANTS = {
     "landlock-ignores-directory-policy": _landlock_ignores_directory_policy,
     "listings-show-hidden-entries": _listings_show_hidden_entries,
     "policy-judges-the-unquoted-string": _policy_judges_the_unquoted_string,
+    "nested-directories-judged-by-one": _nested_directories_judged_by_one,
     "drop-RESOLVE_BENEATH": _drop_beneath,
     "drop-RESOLVE_NO_XDEV": _drop_no_xdev,
     "drop-RESOLVE_NO_SYMLINKS-on-leaves": _drop_no_symlinks_on_leaves,

@@ -30,7 +30,7 @@ from helpers import Tree, make_tree, snapshot
 from sandboxfs.binding import syscalls
 from sandboxfs.cli.policies import Rules, configure, load_policy_file, split_mode
 from sandboxfs.core import landlock
-from sandboxfs.core.allowlist import AllowList, Root
+from sandboxfs.core.allowlist import AllowList, Root, nest_policies
 from sandboxfs.core.errors import AccessDenied, SandboxError
 from sandboxfs.core.globs import GlobError, compile_glob, name_matcher
 from sandboxfs.core.policy import PRESETS, Policy, PolicyError
@@ -454,6 +454,90 @@ def test_nested_directories_with_different_policies_are_refused(tmp_path: Path) 
     run = _sandboxfs(str(tmp_path), f"{tmp_path / 'inner'}:ro")
     assert run.returncode == 1
     assert "overlap with different policies" in run.stderr
+
+
+# -- nested allowed directories -------------------------------------------------------
+
+#: Rules anchored at an allowed directory name different paths in nested ones:
+#: ``x/secret`` is ``R/x/secret`` and ``R/sub/x/secret``; ``sub/y`` only ``R/sub/y``.
+NESTED = Policy.of(hide=["x/secret", "sub/y"], protect=["z/keep"])
+#: Paths judged only by the rules of the directory that does NOT resolve them: through
+#: R (outermost, resolving R/sub/...) the inner directory's rules; through the alias
+#: (a symlink given for R/sub, so only the inner directory answers to it) R's.
+NESTED_PATHS = {
+    "inner-rule-through-outer": ("R", "sub/x/secret"),
+    "inner-rule-through-outer-link": ("R", "to-sub-x/secret"),
+    "outer-rule-through-alias": ("alias", "y"),
+    "inner-rule-through-alias": ("alias", "x/secret"),
+    "inner-protected-through-outer": ("R", "sub/z/keep"),
+    "outer-protected-through-alias": ("alias", "z/keep"),
+    "fresh-inner-hidden-through-outer": ("R", "sub/x/secret/new"),
+}
+
+
+def _nested(tree: Tree) -> tuple[Sandbox, dict[str, Path]]:
+    outer = tree.root
+    for where in (outer, outer / "sub"):
+        (where / "x").mkdir(parents=True)
+        (where / "x" / "secret").write_bytes(SECRET)
+        (where / "z").mkdir()
+        (where / "z" / "keep").write_bytes(KEPT)
+    (outer / "sub" / "y").write_bytes(SECRET)
+    (outer / "to-sub-x").symlink_to("sub/x")
+    alias = tree.base / "alias"
+    alias.symlink_to(outer / "sub")
+    roots = [Root.open(str(outer), NESTED), Root.open(str(alias), NESTED)]
+    nest_policies(roots)
+    return Sandbox(Resolver(AllowList.of(roots))), {"R": outer, "alias": alias}
+
+
+@pytest.mark.parametrize(("operation", "index", "role"), TARGETS)
+@pytest.mark.parametrize("case", sorted(NESTED_PATHS))
+def test_nested_directories_judge_every_path_by_the_rules_of_each(
+    tree: Tree, case: str, operation: str, index: int, role: str
+) -> None:
+    """Issue 26: with ``--hide x/secret R R/sub`` the outermost directory resolved
+    ``R/sub/x/secret`` and its rules alone were judged, so the secret was read."""
+    sandbox, places = _nested(tree)
+    before = _guarded_nested(tree)
+    top, below = NESTED_PATHS[case]
+    got = _outcome(sandbox, operation, index, f"{places[top]}/{below}")
+    assert SECRET.decode() not in got, f"{operation} revealed hidden content"
+    assert _guarded_nested(tree) == before, f"{operation} changed a hidden or protected entry"
+
+
+def _guarded_nested(tree: Tree) -> dict[str, Any]:
+    return {
+        k: v
+        for k, v in snapshot(tree.root).items()
+        if k in ("sub/y", "sub/x", "sub/z") or k.endswith(("/secret", "/keep"))
+    }
+
+
+def test_nested_directories_still_serve_what_no_rule_names(tree: Tree) -> None:
+    sandbox, places = _nested(tree)
+    (tree.root / "sub" / "plain.txt").write_bytes(b"plain")
+    for top in places.values():
+        path = f"{top}/plain.txt" if top.name == "alias" else f"{top}/sub/plain.txt"
+        with sandbox.open_file(path) as f:
+            assert f.file.read() == b"plain"
+    listing = sandbox.list_dir(f"{places['alias']}")
+    assert "plain.txt" in repr(listing) and "'y'" not in repr(listing)
+    assert nest_policies([root := Root.open(str(tree.root), NESTED)]) is None
+    assert root.policy == NESTED  # alone, a directory keeps its policy
+
+
+def test_a_narrower_root_inside_nested_directories_keeps_every_ones_rules(tree: Tree) -> None:
+    """A client's root narrowing R to R/sub/x still hides R/sub/x/secret (the inner
+    directory's x/secret), and narrowing to R/sub still hides y (R's sub/y)."""
+    sandbox, _ = _nested(tree)
+    outer = sandbox.ctx.resolver.allow.roots[0].policy
+    assert outer.beneath(("sub", "x")).verdict(("secret",)).hidden
+    assert outer.beneath(("sub",)).verdict(("y",)).hidden
+    assert outer.beneath(("sub",)).verdict(("z", "keep")).protected
+    assert not outer.beneath(("sub", "z")).verdict(("other",)).hidden
+    assert outer.beneath(("x",)).verdict(("secret",)).hidden  # R/x/secret: R's own rule
+    assert not outer.beneath(("x",)).verdict(("x", "secret")).hidden  # R/x/x/secret: none
 
 
 def test_the_readme_policy_file_is_one_the_server_reads(tmp_path: Path) -> None:

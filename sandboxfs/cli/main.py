@@ -39,7 +39,7 @@ from sandboxfs.cli.policies import Directory, Rules, configure, global_policy
 from sandboxfs.cli.workspaces import SetupError as WorkspaceSetupError
 from sandboxfs.cli.workspaces import setup as workspace_setup
 from sandboxfs.core import landlock
-from sandboxfs.core.allowlist import AllowList, Root
+from sandboxfs.core.allowlist import AllowList, Root, nest_policies
 from sandboxfs.core.policy import Policy, PolicyError
 from sandboxfs.core.watch import TEST_STALL_ENV, Stall
 from sandboxfs.fs.workspaces import SessionLease
@@ -306,6 +306,7 @@ def _open_roots(directories: Sequence[Directory]) -> list[Root]:
                     "policies; give one policy, or directories that do not nest"
                 )
         roots.append(root)
+    nest_policies(roots)  # nested directories: each path judged by every one's rules
     for root in roots:
         if root.policy.active:
             log.info("Policy for %s: %s", root.given, root.policy.describe())

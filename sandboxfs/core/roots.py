@@ -16,7 +16,7 @@ import os
 from collections.abc import Sequence
 from urllib.parse import unquote_to_bytes, urlsplit
 
-from sandboxfs.core.allowlist import AllowList, Root
+from sandboxfs.core.allowlist import AllowList, Root, nest_policies
 from sandboxfs.core.chokepoint import Confinement, open_root_beneath
 from sandboxfs.core.names import quote_name
 from sandboxfs.core.pathnames import normalize_absolute, relative_to
@@ -80,4 +80,6 @@ def roots_from_uris(
     for root in roots:
         if all(root is not kept for kept in unique):
             unique.append(root)
+    if not confine:  # directories in their own right, which may nest
+        nest_policies(unique)
     return unique
