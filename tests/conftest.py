@@ -11,7 +11,7 @@ import pytest
 from helpers import Tree, make_tree, snapshot
 from sandboxfs.binding import syscalls
 from sandboxfs.core import chokepoint, landlock, names, policy
-from sandboxfs.fs import trees, writes
+from sandboxfs.fs import describe, listings, trees, writes
 from sandboxfs.fs.sandbox import Sandbox
 
 
@@ -143,6 +143,13 @@ def _drop_cross_process_lock() -> None:
     test_scale_out.SERVER_PATCHES = "no-write-lock"
 
 
+def _directory_counts_include_hidden_entries() -> None:
+    # get_file_info reports a directory's raw st_nlink and st_size, and listings sort
+    # subdirectories by their raw st_size, whatever the policy hides.
+    describe.withholds_directory_counts = lambda policy: False
+    listings.withholds_directory_counts = lambda policy: False
+
+
 MUTANTS = {
     "policy-lets-the-kernel-follow-symlinks": _policy_lets_the_kernel_follow_symlinks,
     "drop-policy-subtree-check": _drop_policy_subtree_check,
@@ -157,6 +164,7 @@ MUTANTS = {
     "drop-reopen-identity-check": _drop_reopen_identity_check,
     "drop-change-time-from-tree-revisions": _drop_change_time_from_tree_revisions,
     "drop-cross-process-lock": _drop_cross_process_lock,
+    "directory-counts-include-hidden-entries": _directory_counts_include_hidden_entries,
 }
 
 
