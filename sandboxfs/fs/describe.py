@@ -74,7 +74,7 @@ class Description(NamedTuple):
 def withholds_directory_counts(policy: Policy) -> bool:
     """Whether a directory under ``policy`` may hold hidden entries, so that its size
     and link count must not be shown as the filesystem counts them."""
-    return bool(policy.hide)
+    return policy.hides
 
 
 def describe(ctx: FsContext, path: str, *, tree_revision: bool = False) -> Description:
@@ -133,10 +133,9 @@ def _visible_links(directory: Directory) -> int | None:
     """2 + the visible subdirectories of a readable directory (its ``.`` and the entry
     naming it, and each subdirectory's ``..``); None if it cannot be read."""
     try:
-        _names, kinds = directory.entries()  # hidden entries are left out
+        return 2 + directory.visible_subdirectories()
     except PermissionError:
         return None
-    return 2 + kinds.count("d")
 
 
 def _revision(
