@@ -255,11 +255,12 @@ class SidecarOptions:
 
 async def serve_http(
     server: SandboxfsServer, listener: socket.socket, options: SidecarOptions
-) -> None:
-    """Serve until SIGTERM or SIGINT, then drain calls in flight and return."""
+) -> signal.Signals | None:
+    """Serve until SIGTERM or SIGINT, then drain calls in flight and return the
+    signal that stopped it."""
     # Hypercorn is imported in serve_gate: a stdio server never needs it.
     gate = Gate(McpEndpoint(server, http_policy(options)), options.token)
-    await serve_gate(gate, listener, options)
+    return await serve_gate(gate, listener, options)
 
 
 def http_policy(options: SidecarOptions) -> HttpPolicy:
@@ -275,9 +276,11 @@ def http_policy(options: SidecarOptions) -> HttpPolicy:
     )
 
 
-async def serve_gate(gate: Gate, listener: socket.socket, options: SidecarOptions) -> None:
+async def serve_gate(
+    gate: Gate, listener: socket.socket, options: SidecarOptions
+) -> signal.Signals | None:
     """Serve ``gate`` under Hypercorn until SIGTERM or SIGINT, then drain calls in
-    flight and return."""
+    flight and return the signal that stopped it."""
     from hypercorn.config import Config  # noqa: PLC0415
     from hypercorn.trio import serve  # noqa: PLC0415
 
@@ -288,10 +291,12 @@ async def serve_gate(gate: Gate, listener: socket.socket, options: SidecarOption
     config.errorlog = logging.getLogger("hypercorn.error")
     config.graceful_timeout = 1.0  # requests have drained by the time Hypercorn stops
     stopping = trio.Event()
+    stopped_by: list[signal.Signals] = []
 
     async def watch_signals() -> None:
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
             async for signum in signals:
+                stopped_by.append(signal.Signals(signum))
                 log.info(
                     "%s: refusing new requests; finishing %d request(s) in flight (up to %g s)",
                     signal.Signals(signum).name,
@@ -308,3 +313,4 @@ async def serve_gate(gate: Gate, listener: socket.socket, options: SidecarOption
         await serve(gate, config, shutdown_trigger=stopping.wait)  # type: ignore[arg-type]
         nursery.cancel_scope.cancel()
     log.info("sandboxfs stopped")
+    return stopped_by[0] if stopped_by else None
