@@ -136,6 +136,18 @@ def _listings_show_hidden_entries() -> None:
     policy.Policy.hidden_names = lambda self, rel, names: set()  # type: ignore[method-assign]
 
 
+def _drop_the_policy_of_client_roots() -> None:
+    from sandboxfs.core import roots  # noqa: PLC0415
+    from sandboxfs.session import server  # noqa: PLC0415
+
+    opened_by = roots.roots_from_uris
+
+    def without_policy(*args, **options):  # type: ignore[no-untyped-def]
+        return opened_by(*args, **{**options, "policy": policy.OPEN})
+
+    server.roots_from_uris = without_policy
+
+
 def _drop_cross_process_lock() -> None:
     # The servers are other processes: tests/test_scale_out.py starts them patched.
     import test_scale_out  # noqa: PLC0415 - a test module: imported only for this mutant
@@ -165,6 +177,7 @@ MUTANTS = {
     "drop-change-time-from-tree-revisions": _drop_change_time_from_tree_revisions,
     "drop-cross-process-lock": _drop_cross_process_lock,
     "directory-counts-include-hidden-entries": _directory_counts_include_hidden_entries,
+    "drop-the-policy-of-client-roots": _drop_the_policy_of_client_roots,
 }
 
 

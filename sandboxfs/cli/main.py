@@ -180,19 +180,12 @@ def _serve(
     # Landlock covers BASE as a whole (sessions appear after it is applied).
     confined = roots if workspaces is None else [workspaces.base.root, *roots]
     landlocked = _apply_landlock(confined, config)
-    notes = (LANDLOCK_NOTE,) if landlocked and sidecar is None else ()
-    access = AccessControl(
-        AllowList.of(roots),
-        confine=config.roots == "confine",
-        notes=notes,
-        policy_notes=tuple(config.policy_notes()),
-        roots_policy=config.roots_policy,
-    )
+    access = access_control(config, roots, landlocked=landlocked)
     if workspaces is not None:
         access = (
             workspaces.shared_access()
             if lease is None
-            else workspaces.access(lease, notes=notes, policy_notes=access.policy_notes)
+            else workspaces.access(lease, notes=access.notes, policy_notes=access.policy_notes)
         )
     access.announce()
     options = ServerOptions(
@@ -216,6 +209,20 @@ def _serve(
     log.info("sandboxfs %s serving MCP on stdio", __version__)
     code: int = trio.run(lambda: serve_stdio(server, wire, max_line=config.limits.line_bytes))
     return code
+
+
+def access_control(config: Config, roots: list[Root], *, landlocked: bool) -> AccessControl:
+    """The allow-list a server starts with, what list_allowed_directories says of it,
+    and what a client's Roots may do: narrow it, or name the directories served
+    (each under the rules given for every directory)."""
+    notes = (LANDLOCK_NOTE,) if landlocked and not config.serves_http else ()
+    return AccessControl(
+        AllowList.of(roots),
+        confine=config.roots == "confine",
+        notes=notes,
+        policy_notes=tuple(config.policy_notes()),
+        roots_policy=config.roots_policy,
+    )
 
 
 def _open_workspaces(
