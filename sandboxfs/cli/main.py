@@ -145,7 +145,6 @@ def serve(config: Config) -> int:
         set_mmap_threshold(_OWN_MAPPING_BYTES)
     except OSError:
         log.debug("the C library keeps its own mmap threshold")
-    log.info("%s", config.describe())
     if config.tenants is not None:
         from sandboxfs.cli.tenants import serve_tenants  # noqa: PLC0415
 
@@ -158,8 +157,10 @@ def serve(config: Config) -> int:
     if sidecar is not None:
         listener, endpoint = listen_on(sidecar.endpoint)
         sidecar = replace(sidecar, endpoint=endpoint)  # with the port it really got
+        config = replace(config, endpoint=endpoint)
         if endpoint.unix is not None:
             cleanup = SocketCleanup(endpoint.unix, confined=config.landlock != "off")
+    log.info("%s", config.describe())
     try:
         return _serve(config, roots, sidecar, listener)
     finally:

@@ -10,6 +10,7 @@ refused at startup rather than retried.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 
 import trio
 
@@ -29,6 +30,7 @@ def serve_tenants(config: Config) -> int:
     """Serve the tenants front until SIGTERM (or SIGINT)."""
     assert config.tenants is not None and config.endpoint is not None
     listener, endpoint = listen_on(config.endpoint)
+    log.info("%s", replace(config, endpoint=endpoint).describe())
     sidecar = SidecarOptions(
         endpoint=endpoint,
         token=None,  # each tenant's, from the tenants file
