@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final, final
 
+from sandboxfs.cli import launch
 from sandboxfs.fs.limits import LIMIT_HELP, LIMIT_RANGES, Limits, Range
 from sandboxfs.transports.sidecar import Endpoint
 
@@ -27,7 +28,7 @@ EXIT_FAILED: Final = 1
 #: The configuration cannot be used: it is refused rather than half served.
 EXIT_USAGE: Final = 2
 #: Interrupted (Ctrl-C, SIGINT): 128 + the signal's number, as shells report it.
-EXIT_INTERRUPTED: Final = 130
+EXIT_INTERRUPTED: Final = launch.EXIT_INTERRUPTED
 
 #: Boolean flags: option -> (attribute, help).
 FLAGS: Final[dict[str, tuple[str, str]]] = {

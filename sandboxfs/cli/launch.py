@@ -44,8 +44,16 @@ def reexec_for_huge_pages() -> None:
         return
 
 
-def main() -> int:
-    reexec_for_huge_pages()
-    from sandboxfs.cli.main import main as serve_main  # noqa: PLC0415 - after the exec
+#: Ctrl-C: what the command prints, and its exit status (128 + SIGINT).
+INTERRUPTED: Final = "sandboxfs: interrupted"
+EXIT_INTERRUPTED: Final = 130
 
+
+def main() -> int:
+    try:
+        reexec_for_huge_pages()
+        from sandboxfs.cli.main import main as serve_main  # noqa: PLC0415 - after the exec
+    except KeyboardInterrupt:  # Ctrl-C while still importing: the same one line
+        print(INTERRUPTED, file=sys.stderr, flush=True)
+        return EXIT_INTERRUPTED
     return serve_main()

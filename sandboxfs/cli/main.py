@@ -34,8 +34,9 @@ from sandboxfs.cli.arguments import (
     help_text,
     parse_arguments,
 )
-from sandboxfs.cli.cleanup import SocketCleanup
+from sandboxfs.cli.cleanup import SocketCleanup, interrupts_held
 from sandboxfs.cli.config import Config, build
+from sandboxfs.cli.launch import INTERRUPTED
 from sandboxfs.cli.policies import Directory
 from sandboxfs.cli.startup import fail, listen_on
 from sandboxfs.cli.workspaces import SetupError as WorkspaceSetupError
@@ -67,7 +68,6 @@ LANDLOCK_NOTE: Final = (
 )
 #: Loggers of the libraries underneath, quiet unless --log-level debug.
 _LIBRARY_LOGGERS: Final = ("mcp", "hypercorn.error", "httpx", "anyio")
-INTERRUPTED: Final = "sandboxfs: interrupted"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -154,14 +154,15 @@ def serve(config: Config) -> int:
     # directories happens before Landlock: the wire, the audit log, user names.
     sidecar = _sidecar_options(config)
     listener = cleanup = None
-    if sidecar is not None:
-        listener, endpoint = listen_on(sidecar.endpoint)
-        sidecar = replace(sidecar, endpoint=endpoint)  # with the port it really got
-        config = replace(config, endpoint=endpoint)
-        if endpoint.unix is not None:
-            cleanup = SocketCleanup(endpoint.unix, confined=config.landlock != "off")
-    log.info("%s", config.describe())
     try:
+        if sidecar is not None:
+            with interrupts_held():  # a socket is made only with what removes it
+                listener, endpoint = listen_on(sidecar.endpoint)
+                if endpoint.unix is not None:
+                    cleanup = SocketCleanup(endpoint.unix, confined=config.landlock != "off")
+            sidecar = replace(sidecar, endpoint=endpoint)  # with the port it really got
+            config = replace(config, endpoint=endpoint)
+        log.info("%s", config.describe())
         return _serve(config, roots, sidecar, listener)
     finally:
         if cleanup is not None:
