@@ -43,6 +43,7 @@ from sandboxfs.cli.arguments import (
     VALUE_OPTIONS,
     Refused,
     UsageError,
+    help_text,
     parse_arguments,
 )
 from sandboxfs.cli.config import Config, build
@@ -499,3 +500,16 @@ def _wait_for(process: subprocess.Popen[str], start: str) -> str:
         if line.startswith(start):
             return line.rstrip("\n")
     raise AssertionError(f"no line starting {start!r}:\n" + "".join(seen))
+
+
+def test_the_readme_and_the_help_state_every_range() -> None:
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    text = help_text()
+    for option, allowed in NUMBERS.items():
+        span = allowed.describe()
+        rows = [line for line in readme.splitlines() if line.startswith(f"| `{option} N` |")]
+        if option in LIMIT_OPTIONS:
+            assert len(rows) == 1 and f"| {span}" in rows[0], (option, rows)
+        else:
+            assert f"`{option}` (HTTP) takes {span} seconds" in readme
+        assert any(option in line and span in line for line in text.splitlines()), option

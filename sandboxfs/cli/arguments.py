@@ -66,7 +66,8 @@ VALUE_OPTIONS: Final[dict[str, tuple[str, str, str, bool]]] = {
     "--token-file": (
         "token_file",
         "FILE",
-        "bearer token clients must send over HTTP (or set SANDBOXFS_TOKEN)",
+        "bearer token clients must send over HTTP, 16 bytes or more, in a file only this "
+        "user may read (or set SANDBOXFS_TOKEN)",
         False,
     ),
     "--allowed-host": ("allowed_hosts", "HOST", "also accept this Host header (HTTP)", True),
@@ -342,7 +343,7 @@ def help_text() -> str:
         lines.append(f"  {option + ' ' + metavar:<26} {text}")
     lines.append(f"  {'-V, --version':<26} print the version and exit")
     lines.append(f"  {'-h, --help':<26} show this help and exit")
-    lines += ["", "limits (defaults in brackets):"]
+    lines += ["", "limits ([default; range]; out of range, nan or inf: refused):"]
     for option, name in LIMIT_OPTIONS.items():
         value = getattr(defaults, name)
         span = LIMIT_RANGES[name].describe()
@@ -354,6 +355,6 @@ def help_text() -> str:
         f"  {EXIT_FAILED}  it could not start or could not operate (stderr says why)",
         f"  {EXIT_USAGE}  the configuration is refused: a configuration either does what it",
         "     says or is refused (command line, --policy and --tenants files, environment)",
-        f"  {EXIT_INTERRUPTED}  interrupted (Ctrl-C)",
+        f"  {EXIT_INTERRUPTED}  interrupted (Ctrl-C); a unix socket it made is removed",
     ]
     return "\n".join(lines)
