@@ -254,3 +254,42 @@ def test_token_file_beside_tenants_says_where_tokens_go(tmp_path: Path) -> None:
     refused = _refusal("--tenants", str(tmp_path / "t.toml"), "--http", ":0", "--token-file", "t")
     assert "token_sha256 in the tenants file" in str(refused)
     assert "per tenant" not in str(refused)
+
+
+def _tenants_file(tmp_path: Path, extra: str) -> Path:
+    path = tmp_path / "tenants.toml"
+    digest = "5" * 64
+    path.write_text(
+        f'[[tenant]]\nname = "alice"\ntoken_sha256 = "{digest}"\n'
+        f'directories = ["{tmp_path}"]\n{extra}'
+    )
+    return path
+
+
+def test_a_tenant_that_could_never_start_refuses_the_front(tmp_path: Path) -> None:
+    """Checked as its worker will check it, naming the tenant, instead of five failed
+    starts and a tenant given up."""
+    never = _tenants_file(tmp_path, f'workspaces = "{tmp_path / "ws"}"\nread_only = true\n')
+    refused = _refusal("--tenants", str(never), "--http", "127.0.0.1:0")
+    assert "tenant 'alice'" in str(refused) and "--workspaces with --read-only" in str(refused)
+    bad_policy = tmp_path / "bad.toml"
+    bad_policy.write_text("hide = 3\n")
+    policy = _tenants_file(tmp_path, f'policy = "{bad_policy}"\n')
+    assert "tenant 'alice'" in str(_refusal("--tenants", str(policy), "--http", ":0"))
+
+
+def test_the_fronts_limits_reach_every_worker(tmp_path: Path) -> None:
+    """A limit given to the front is the workers' limit (it used to stop at the front)."""
+    path = _tenants_file(tmp_path, "")
+    argv = ["--tenants", str(path), "--http", "127.0.0.1:0", "--require-landlock"]
+    argv += ["--max-read-bytes", "1000", "--fs-timeout", "2.5", "--shutdown-grace", "3"]
+    config = _config(*argv)
+    assert config.worker_options == (
+        "--require-landlock",
+        "--max-read-bytes=1000",
+        "--fs-timeout=2.5",
+        "--shutdown-grace=3.0",
+    )
+    worker = parse_arguments(["--unix", "/x.sock", *config.worker_options, str(tmp_path)])
+    assert worker.limits.read_bytes == 1000 and worker.limits.fs_timeout == 2.5
+    assert worker.shutdown_grace == 3.0 and worker.require_landlock
