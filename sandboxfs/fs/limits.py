@@ -4,12 +4,13 @@ Each field is settable on the command line (``--max-...``; see ``sandboxfs --hel
 and documented in the README.  The defaults keep one request from hanging or
 exhausting the server while leaving ordinary agent work untouched.  Every field has
 a documented range (:data:`LIMIT_RANGES`): a value outside it (or not a finite
-number) is refused, at the command line and here.
+number) is refused at the command line; here too, but for the lower end of seconds.
 """
 
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass, fields
 from typing import Final, final
 
@@ -87,12 +88,18 @@ class Limits:
     line_bytes: int = 16 * MiB
 
     def __post_init__(self) -> None:
+        """Every value is a positive, finite number (whole for counts and sizes) no
+        larger than its range allows.  The lower end of a range of seconds is the
+        operator's (checked where values are given): code may ask for less."""
         for field in fields(self):
             value = getattr(self, field.name)
             allowed = LIMIT_RANGES[field.name]
+            if not allowed.whole:
+                allowed = Range(sys.float_info.min, allowed.high)
             if not allowed.accepts(value):
                 raise ValueError(
-                    f"limit {field.name} must be from {allowed.describe()}, got {value!r}"
+                    f"limit {field.name} must be a positive finite number up to "
+                    f"{allowed.high:g}, got {value!r}"
                 )
 
 
