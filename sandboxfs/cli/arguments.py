@@ -17,18 +17,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final, final
 
-from sandboxfs.cli import launch
+from sandboxfs.cli import exits
 from sandboxfs.fs.limits import LIMIT_HELP, LIMIT_RANGES, Limits, Range
 from sandboxfs.transports.sidecar import Endpoint
 
 #: Exit statuses, as ``sandboxfs --help`` documents them.
-EXIT_OK: Final = 0
-#: The server could not start, or could not operate (it says why on stderr).
-EXIT_FAILED: Final = 1
-#: The configuration cannot be used: it is refused rather than half served.
-EXIT_USAGE: Final = 2
-#: Interrupted (Ctrl-C, SIGINT): 128 + the signal's number, as shells report it.
-EXIT_INTERRUPTED: Final = launch.EXIT_INTERRUPTED
+EXIT_OK: Final = exits.EXIT_OK
+EXIT_FAILED: Final = exits.EXIT_FAILED
+EXIT_USAGE: Final = exits.EXIT_USAGE
+EXIT_INTERRUPTED: Final = exits.EXIT_INTERRUPTED
 
 #: Boolean flags: option -> (attribute, help).
 FLAGS: Final[dict[str, tuple[str, str]]] = {

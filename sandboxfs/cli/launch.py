@@ -15,6 +15,8 @@ import os
 import sys
 from typing import Final
 
+from sandboxfs.cli.exits import EXIT_INTERRUPTED, INTERRUPTED
+
 THP_MODE_FILE: Final = "/sys/kernel/mm/transparent_hugepage/enabled"
 TUNABLE: Final = "glibc.malloc.hugetlb"
 
@@ -42,11 +44,6 @@ def reexec_for_huge_pages() -> None:
         os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], env)  # noqa: S606
     except OSError:
         return
-
-
-#: Ctrl-C: what the command prints, and its exit status (128 + SIGINT).
-INTERRUPTED: Final = "sandboxfs: interrupted"
-EXIT_INTERRUPTED: Final = 130
 
 
 def main() -> int:

@@ -36,7 +36,7 @@ from sandboxfs.cli.arguments import (
 )
 from sandboxfs.cli.cleanup import SocketCleanup, interrupts_held
 from sandboxfs.cli.config import Config, build
-from sandboxfs.cli.launch import INTERRUPTED
+from sandboxfs.cli.exits import INTERRUPTED
 from sandboxfs.cli.policies import Directory
 from sandboxfs.cli.startup import fail, listen_on
 from sandboxfs.cli.workspaces import SetupError as WorkspaceSetupError
