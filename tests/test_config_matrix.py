@@ -10,6 +10,9 @@ option and accept its default; any other option must refuse the empty value and
 either accept the rest or refuse them in one line naming the option (never any
 other exception).
 
+Flags: every flag of ``FLAGS``, and every pair of them, in each transport: refused
+where it would have no effect or contradicts the other, else in force.
+
 Modes: stdio / HTTP / unix by directories or none (client Roots) by no policy /
 options / a policy file with only top-level rules / a policy file with a
 ``[[directory]]`` by read-only by workspaces by tenants by Landlock (default, required,
@@ -37,6 +40,7 @@ from sidecar_helpers import unix_request
 from mcp_client import SERVER, server_env
 from sandboxfs.cli.arguments import (
     EXIT_USAGE,
+    FLAGS,
     HTTP_ONLY,
     LIMIT_OPTIONS,
     SHUTDOWN_GRACE_RANGE,
@@ -173,6 +177,56 @@ def test_every_limit_has_a_range_and_a_documented_default() -> None:
     assert set(LIMIT_RANGES) == {name for name in LIMIT_OPTIONS.values()}
     for name, allowed in LIMIT_RANGES.items():
         assert allowed.accepts(getattr(Limits(), name)), name
+
+
+# -- every flag, and every pair of flags, in every transport -----------------------------
+
+FLAG_TRANSPORTS = {"stdio": [], "http": ["--http", "127.0.0.1:0"], "unix": ["--unix", "/x.sock"]}
+#: Pairs of flags that contradict each other.
+CONTRADICTIONS = {frozenset({"--no-landlock", "--require-landlock"})}
+
+
+def _flag_refusal(flags: tuple[str, ...], transport: str) -> str | None:
+    """The words of the refusal of these flags in this transport, or None."""
+    if frozenset(flags) in CONTRADICTIONS:
+        return "contradict each other"
+    for flag in flags:
+        if transport == "stdio" and flag in HTTP_ONLY:
+            return f"{flag} only applies when serving HTTP"
+        if transport != "stdio" and flag == "--confine-roots":
+            return "--confine-roots has no effect over HTTP"
+    return None
+
+
+FLAG_CASES = [
+    (flags, transport)
+    for transport in FLAG_TRANSPORTS
+    for size in (1, 2)
+    for flags in itertools.combinations(FLAGS, size)
+]
+
+
+@pytest.mark.parametrize(
+    ("flags", "transport"), FLAG_CASES, ids=lambda v: "+".join(v) if isinstance(v, tuple) else v
+)
+def test_every_flag_and_pair_of_flags_starts_or_is_refused(
+    place: Place, flags: tuple[str, ...], transport: str
+) -> None:
+    argv = [*FLAG_TRANSPORTS[transport], *flags, str(place.dir1)]
+    env = {"SANDBOXFS_TOKEN": STRONG_TOKEN} if transport != "stdio" else {}
+    decided = _decide(argv, env)
+    words = _flag_refusal(flags, transport)
+    if words is not None:
+        assert isinstance(decided, Refused) and words in str(decided), (flags, decided)
+        return
+    assert isinstance(decided, Config), (flags, transport, decided)
+    for flag in flags:
+        assert flag in decided.given
+        attribute = FLAGS[flag][0]
+        if hasattr(decided, attribute):
+            assert getattr(decided, attribute) is True, flag
+    assert ("--no-landlock" in flags) == (decided.landlock == "off")
+    assert ("--require-landlock" in flags) == (decided.landlock == "require")
 
 
 # -- every combination of modes ----------------------------------------------------------
