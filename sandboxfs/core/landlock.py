@@ -214,3 +214,25 @@ def confine_network() -> LandlockStatus:
         parts.append("abstract unix sockets and signals scoped")
     parts.append("the filesystem is not restricted (each worker confines itself)")
     return LandlockStatus(abi, True, f"Landlock ABI {abi}: " + "; ".join(parts))
+
+
+def confine_nothing() -> LandlockStatus:
+    """Restrict this process, and every process it starts, to **no** filesystem access
+    at all (nothing opened, read, written, executed or made, anywhere), no TCP bind
+    or connect (ABI >= 4), and abstract unix sockets and signals scoped to its own
+    domain (ABI >= 6).  For code_map's parse helpers, which hold no file and need
+    none.  Returns what was enforced; raises OSError if the kernel refused."""
+    abi = abi_version()
+    if abi <= 0:
+        return LandlockStatus(0, False, "the kernel does not support Landlock")
+    if not _only_thread():
+        raise RuntimeError("Landlock must be applied before any thread starts")
+    net = NET_BIND_TCP | NET_CONNECT_TCP if abi >= 4 else 0
+    scoped = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if abi >= 6 else 0
+    ruleset = syscalls.landlock_create_ruleset(handled_fs(abi), net, scoped)
+    try:
+        syscalls.set_no_new_privs()
+        syscalls.landlock_restrict_self(ruleset)
+    finally:
+        os.close(ruleset)
+    return LandlockStatus(abi, True, f"Landlock ABI {abi}: no filesystem access")
