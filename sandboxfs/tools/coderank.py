@@ -28,7 +28,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Final, final
 
-from sandboxfs.tools.codeparse import Parsed
+from sandboxfs.tools.codefacts import Parsed
 
 #: A name is set aside once at least this many files, and most of the map, refer to it.
 SET_ASIDE_MIN: Final = 8

@@ -47,6 +47,8 @@ class Walked:
     unreadable: int = 0
     #: Files left unparsed when the call ran out of time.
     unparsed: int = 0
+    #: Files whose parse helper crashed, was killed or ran out of memory.
+    parser_failed: int = 0
     #: Why the walk ended early, or None (short: it goes in the summary).
     stopped: str | None = None
     #: Directories that could not be read.
@@ -130,6 +132,7 @@ def summary(
         (walked.binary, "binary"),
         (walked.unreadable, "unreadable"),
         (walked.unparsed, "not parsed in time"),
+        (walked.parser_failed, "not parsed: the parser failed"),
     ]
     parts = [f"{n} {why}" for n, why in skipped if n]
     text = f"[mapped {_plural(mapped, 'file')}"

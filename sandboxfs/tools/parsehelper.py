@@ -1,0 +1,275 @@
+"""code_map's parse supervisor and helpers: the only processes where tree-sitter
+meets the bytes of files an agent controls.
+
+The server starts the **supervisor** once, at start-up, before it opens any
+allowed directory, from a clean ``exec`` (:mod:`sandboxfs.tools.parsepool`): it
+inherits no descriptor but its end of a control socket, ``/dev/null`` as stdin
+and stdout and the server's stderr, and an environment with nothing of the
+server's (no token).  It loads tree-sitter and compiles every query, then
+confines itself, irreversibly, in this order:
+
+* resource limits: ``RLIMIT_AS`` (``--memory``), no core dumps (``RLIMIT_CORE``
+  0: a crash never writes file contents to disk), few descriptors;
+* Landlock with **no** filesystem right at all (and no TCP, signals and abstract
+  unix sockets scoped), so nothing can be opened, executed or made anywhere;
+* a seccomp allow-list (:func:`sandboxfs.core.seccomp.supervisor_filter`):
+  anything else kills it.
+
+It then forks **helpers** on the server's request and hands each one's socket to
+the server over the control socket.  A helper closes every descriptor but that
+socket (stdin, stdout and stderr become ``/dev/null``), sets ``RLIMIT_CPU``
+(``--cpu-seconds``), and adds its own filter
+(:func:`sandboxfs.core.seccomp.helper_filter`): ``read`` and ``write`` on its
+socket, memory, its timer and exit; anything else kills it.  It answers
+batches of files (:mod:`sandboxfs.tools.parsewire`), each file as it is done,
+and arms a timer at the call's deadline: a parse that does not come back in
+time (tree-sitter's query cannot be interrupted) is ended by the kernel.  A
+helper serves **one** code_map call and is then killed: what one call's files
+did to a helper never reaches another call's.
+
+Guarantee of :func:`serve_batches`: every batch read is answered with one frame
+per file and a last frame, or the helper exits; it never reads or writes
+anything but its socket.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import select
+import signal
+import socket
+import sys
+import time
+from collections.abc import Sequence
+from typing import Final
+
+from sandboxfs.core import landlock, seccomp
+from sandboxfs.tools.codefacts import LANGUAGES
+from sandboxfs.tools.codeparse import ParseStopped, extract, prepare
+from sandboxfs.tools.parsewire import (
+    COMMAND,
+    DONE,
+    FAILED,
+    ITEM_HEADER,
+    KILL,
+    LATE,
+    PARSED,
+    REQUEST_HEADER,
+    SPAWN,
+    SPAWNED,
+    TEST_ABORT_ENV,
+    decode_item_header,
+    decode_request_header,
+    encode_extracted,
+    encode_frame,
+)
+
+#: Seconds a helper's timer gives a parse beyond the call's deadline.
+TIMER_GRACE: Final = 0.5
+#: Descriptors the supervisor may hold (its control socket, a socketpair at a time).
+_FILES: Final = 16
+#: Children the supervisor keeps at most (the server asks for fewer).
+_CHILDREN_MAX: Final = 64
+
+
+# -- a helper ------------------------------------------------------------------------------
+
+
+def _read_exact(fd: int, size: int) -> bytes | None:
+    """``size`` bytes from ``fd``, or None at end of file."""
+    parts: list[bytes] = []
+    need = size
+    while need:
+        chunk = os.read(fd, min(need, 1 << 20))
+        if not chunk:
+            return None
+        parts.append(chunk)
+        need -= len(chunk)
+    return b"".join(parts)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _parse_one(
+    language: int, data: bytes, deadline: float, abort: bytes | None
+) -> tuple[int, bytes]:
+    """The status and payload of one file's answer."""
+    if abort and abort in data:
+        os.abort()
+    if time.monotonic() > deadline:
+        return LATE, b""
+    try:
+        found = extract(LANGUAGES[language], data, deadline)
+    except ParseStopped:
+        return LATE, b""
+    except MemoryError:  # RLIMIT_AS: this file is too much for a helper
+        return FAILED, b""
+    return PARSED, encode_extracted(found.spans, found.references)
+
+
+def serve_batches(fd: int, abort: bytes | None) -> None:
+    """Answer batches on ``fd`` until the server closes it (see the module)."""
+    while True:
+        header = _read_exact(fd, REQUEST_HEADER)
+        if header is None:
+            return
+        count, deadline = decode_request_header(header)
+        items: list[tuple[int, bytes]] = []
+        for _ in range(count):
+            item = _read_exact(fd, ITEM_HEADER)
+            if item is None:
+                return
+            language, length = decode_item_header(item)
+            data = _read_exact(fd, length) if length else b""
+            if data is None:
+                return
+            items.append((language, data))
+        signal.setitimer(signal.ITIMER_REAL, max(deadline - time.monotonic(), 0.0) + TIMER_GRACE)
+        for index, (language, data) in enumerate(items):
+            status, payload = _parse_one(language, data, deadline, abort)
+            _write_all(fd, encode_frame(index, status, payload))
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        _write_all(fd, encode_frame(len(items), DONE))
+
+
+def _become_helper(channel: int, settings: argparse.Namespace) -> None:
+    """In a child just forked: keep only ``channel``, confine, serve.  Never returns."""
+    status = 0
+    try:
+        os.dup2(0, 2)  # stderr: /dev/null like stdin and stdout
+        os.closerange(3, channel)
+        os.closerange(channel + 1, _FILES)
+        resource.setrlimit(resource.RLIMIT_CPU, (settings.cpu_seconds, settings.cpu_seconds))
+        if settings.seccomp:
+            seccomp.apply(seccomp.helper_filter(channel))
+        abort = os.environ.get(TEST_ABORT_ENV)
+        serve_batches(channel, abort.encode() if abort else None)
+    except BaseException:  # a helper ends here, whatever happened
+        status = 1
+    os._exit(status)
+
+
+# -- the supervisor ------------------------------------------------------------------------
+
+
+def _spawn(control: socket.socket, children: set[int], settings: argparse.Namespace) -> None:
+    """Fork a helper and hand its socket to the server."""
+    if len(children) >= _CHILDREN_MAX:
+        return
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    pid = os.fork()
+    if pid == 0:  # the helper
+        channel = theirs.detach()
+        control.detach()
+        ours.close()
+        _become_helper(channel, settings)
+    children.add(pid)
+    theirs.close()
+    try:
+        socket.send_fds(control, [SPAWNED.pack(pid)], [ours.fileno()])
+    finally:
+        ours.close()
+
+
+def _reap(children: set[int]) -> None:
+    while children:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            children.clear()
+            return
+        if pid == 0:
+            return
+        children.discard(pid)
+
+
+def supervise(control: socket.socket, settings: argparse.Namespace) -> None:
+    """Serve the server's commands until it closes the control socket; then kill
+    every helper."""
+    children: set[int] = set()
+    poller = select.poll()
+    poller.register(control.fileno(), select.POLLIN)
+    pending = b""
+    try:
+        for _ in range(settings.spare):
+            _spawn(control, children, settings)
+        while True:
+            events = poller.poll(5000)
+            _reap(children)
+            if not events:
+                continue
+            data = control.recv(COMMAND.size * 64)
+            if not data:
+                return
+            pending += data
+            while len(pending) >= COMMAND.size:
+                op, pid = COMMAND.unpack_from(pending)
+                pending = pending[COMMAND.size :]
+                if op == SPAWN:
+                    _spawn(control, children, settings)
+                elif op == KILL and pid in children:
+                    os.kill(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+                    children.discard(pid)
+    except (BrokenPipeError, ConnectionResetError, ConnectionRefusedError):
+        return  # the server is gone
+    finally:
+        for pid in children:
+            os.kill(pid, signal.SIGKILL)
+        for _ in children:
+            try:
+                os.waitpid(-1, 0)
+            except ChildProcessError:
+                break
+
+
+def confine(settings: argparse.Namespace) -> None:
+    """The supervisor's own confinement (see the module); raises if a layer that
+    the kernel offers could not be applied."""
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (_FILES, _FILES))
+    resource.setrlimit(resource.RLIMIT_AS, (settings.memory, settings.memory))
+    landlock.confine_nothing()
+    if settings.seccomp:
+        status = seccomp.apply(seccomp.supervisor_filter())
+        if not status.enforced and settings.require_seccomp:
+            raise OSError(f"--require-seccomp: {status.detail}")
+
+
+def _arguments(argv: Sequence[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="sandboxfs-parse-supervisor")
+    parser.add_argument("--control", type=int, required=True)
+    parser.add_argument("--spare", type=int, default=2)
+    parser.add_argument("--cpu-seconds", type=int, required=True)
+    parser.add_argument("--memory", type=int, required=True)
+    parser.add_argument("--no-seccomp", dest="seccomp", action="store_false")
+    parser.add_argument("--require-seccomp", action="store_true")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    settings = _arguments(sys.argv[1:] if argv is None else argv)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server decides when this ends
+    control = socket.socket(fileno=settings.control)
+    prepare()
+    try:
+        confine(settings)
+    except (OSError, RuntimeError) as exc:
+        print(f"sandboxfs: error: the code parser cannot be confined: {exc}", file=sys.stderr)
+        return 1
+    try:
+        supervise(control, settings)
+    except Exception as exc:  # one line for the operator, never a traceback
+        print(f"sandboxfs: error: the code parser's supervisor failed: {exc!r}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,566 @@
+"""code_map's parse pool, as the server sees it: the supervisor process, the fresh
+helpers it forks, and one call's files spread over them.
+
+The server never parses: it reads a file through the chokepoint and sends the
+bytes to a helper (:mod:`sandboxfs.tools.parsehelper`: no descriptor, seccomp,
+Landlock without filesystem access, ``RLIMIT_AS``, ``RLIMIT_CPU``), which answers
+with spans and names the server checks (:mod:`sandboxfs.tools.parsewire`) and
+cuts from its own copy of the bytes (:mod:`sandboxfs.tools.codefacts`).  While
+a call waits for helpers its thread blocks in ``poll``, so no parse holds the
+server's interpreter: every other call of every client goes on.
+
+:class:`ParserPool` starts the supervisor (:meth:`ParserPool.start`, from a clean
+``exec`` with ``close_fds``; the server calls it before opening any allowed
+directory) and keeps :data:`SPARE` fresh helpers waiting.  A helper serves one
+call and is killed when that call ends (:meth:`ParserPool.discard`), so
+nothing one call's files did to a helper reaches another call.
+
+:class:`ParseRun` is one call's use of the pool: files are sent in batches to
+up to :data:`WIDTH` helpers and answered one by one.  Guarantees: every file
+submitted gets exactly one outcome: its facts, :attr:`Unparsed.LATE` (the
+call's deadline passed first) or :attr:`Unparsed.FAILED` (its helper crashed,
+was killed, ran out of memory or said something no correct helper says: that
+costs this one file, the others of its batch go to another helper);
+:meth:`ParseRun.finish` returns by the deadline (plus one ``poll`` wake-up)
+whatever the helpers do; at most :data:`BACKLOG_BYTES` of file contents wait
+in the server per call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import errno
+import math
+import os
+import select
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Final, final
+
+from sandboxfs.core.errors import SandboxError
+from sandboxfs.tools.codefacts import LANGUAGES, Parsed, facts_from_spans
+from sandboxfs.tools.parsewire import (
+    BATCH_BYTES,
+    BATCH_FILES,
+    COMMAND,
+    DONE,
+    KILL,
+    LATE,
+    PARSED,
+    SPAWN,
+    SPAWNED,
+    TEST_ABORT_ENV,
+    AnswerReader,
+    WireError,
+    decode_extracted,
+    encode_request,
+)
+
+#: Fresh helpers kept waiting for the next call.
+SPARE: Final = 2
+#: Helpers alive at once, waiting or serving a call, at most.
+HELPERS_MAX: Final = 8
+#: Helpers one call parses with at once, at most.
+WIDTH: Final = 2
+#: Address space of the supervisor and of each helper (RLIMIT_AS).
+MEMORY_BYTES: Final = 1024 * 1024 * 1024
+#: CPU seconds a helper may use beyond the call's time budget (RLIMIT_CPU).
+CPU_GRACE: Final = 10
+#: File contents one call keeps waiting for answers, at most.
+BACKLOG_BYTES: Final = 4 * 1024 * 1024
+_RECEIVE: Final = 1024 * 1024
+#: The supervisor's program (``-m`` would import the module twice: tools imports it).
+_SUPERVISOR: Final = "import sys; from sandboxfs.tools.parsehelper import main; sys.exit(main())"
+_LANGUAGE_INDEX: Final = {language: index for index, language in enumerate(LANGUAGES)}
+
+
+class ParserUnavailable(SandboxError):
+    """The parse supervisor is gone: code_map cannot parse until the server restarts."""
+
+
+class Unparsed(enum.Enum):
+    """Why a file submitted to a :class:`ParseRun` has no facts."""
+
+    LATE = "not parsed in time"
+    FAILED = "not parsed: the parser failed"
+
+
+Outcome = Parsed | Unparsed
+
+
+@final
+class Helper:
+    """A helper the supervisor forked: its pid and the server's end of its socket."""
+
+    __slots__ = ("pid", "sock")
+
+    def __init__(self, pid: int, sock: socket.socket) -> None:
+        self.pid = pid
+        self.sock = sock
+
+
+def _environment() -> dict[str, str]:
+    """What the supervisor gets of the environment: where Python finds sandboxfs and
+    its libraries, and the test switch that makes helpers abort; nothing else (no
+    token, no tunables)."""
+    env = {"PYTHONPATH": os.pathsep.join(p for p in sys.path if p), "LC_ALL": "C.UTF-8"}
+    marker = os.environ.get(TEST_ABORT_ENV)
+    if marker:
+        env[TEST_ABORT_ENV] = marker
+    return env
+
+
+@final
+class ParserPool:
+    """The supervisor and its fresh helpers (see the module).  Safe to share between
+    threads."""
+
+    def __init__(
+        self,
+        control: socket.socket,
+        process: subprocess.Popen[bytes] | None,
+        *,
+        spare: int = SPARE,
+        limit: int = HELPERS_MAX,
+    ) -> None:
+        control.setblocking(False)
+        self._control = control
+        self.process = process
+        self.spare = spare
+        self.limit = limit
+        self._lock = threading.Lock()
+        self._receiving = threading.Lock()
+        self._idle: list[Helper] = []
+        self._busy = 0
+        self._asked = spare  # the supervisor forks ``spare`` helpers as it starts
+        #: Why the pool cannot give helpers any more, once it cannot.
+        self.broken: str | None = None
+
+    @classmethod
+    def start(
+        cls,
+        *,
+        cpu_seconds: float,
+        memory: int = MEMORY_BYTES,
+        seccomp: bool = True,
+        require_seccomp: bool = False,
+        spare: int = SPARE,
+        limit: int = HELPERS_MAX,
+    ) -> ParserPool:
+        """Start the supervisor: a clean exec of this Python that inherits only its end
+        of the control socket (see :mod:`sandboxfs.tools.parsehelper`)."""
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        argv = [
+            sys.executable, "-P", "-B", "-c", _SUPERVISOR,
+            "--control", str(theirs.fileno()), "--spare", str(spare),
+            "--cpu-seconds", str(math.ceil(cpu_seconds) + CPU_GRACE), "--memory", str(memory),
+        ]  # fmt: skip
+        if not seccomp:
+            argv.append("--no-seccomp")
+        if require_seccomp:
+            argv.append("--require-seccomp")
+        try:
+            process = subprocess.Popen(  # noqa: S603 - this Python, our own module
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                close_fds=True,
+                pass_fds=(theirs.fileno(),),
+                env=_environment(),
+                cwd="/",
+                start_new_session=True,  # no terminal's signals: it ends with the server
+            )
+        except OSError:
+            ours.close()
+            raise
+        finally:
+            theirs.close()
+        return cls(ours, process, spare=spare, limit=limit)
+
+    # -- the control socket (callers hold self._lock to send) -------------------------------
+
+    def _send(self, op: bytes, pid: int = 0) -> None:
+        if self.broken:
+            return
+        try:
+            self._control.send(COMMAND.pack(op, pid))
+        except OSError as exc:  # gone (EPIPE), or not reading (EAGAIN): either way
+            self._break(f"its control socket failed ({os.strerror(exc.errno or errno.EIO)})")
+
+    def _break(self, why: str) -> None:
+        self.broken = self.broken or f"the code parser's supervisor is gone: {why}"
+
+    def _top_up(self) -> None:
+        """Ask for helpers until ``spare`` are waiting or on their way."""
+        while (
+            len(self._idle) + self._asked < self.spare
+            and len(self._idle) + self._asked + self._busy < self.limit
+            and not self.broken
+        ):
+            self._asked += 1
+            self._send(SPAWN)
+
+    def _receive(self, timeout: float) -> None:
+        """Take the helpers the supervisor sent, waiting up to ``timeout`` seconds for
+        one (one thread receives at a time)."""
+        if not self._receiving.acquire(timeout=max(timeout, 0.0)):
+            return
+        try:
+            poller = select.poll()
+            poller.register(self._control.fileno(), select.POLLIN)
+            wait = math.ceil(max(timeout, 0.0) * 1000)
+            while poller.poll(wait):
+                wait = 0
+                try:
+                    message, fds, _, _ = socket.recv_fds(self._control, 64, 4)
+                except BlockingIOError:
+                    return
+                except OSError as exc:
+                    with self._lock:
+                        self._break(os.strerror(exc.errno or errno.EIO))
+                    return
+                if not message:
+                    with self._lock:
+                        self._break("it exited")
+                    return
+                if len(message) != SPAWNED.size or len(fds) != 1:
+                    for fd in fds:
+                        os.close(fd)
+                    with self._lock:
+                        self._break("it sent something it should not")
+                    return
+                sock = socket.socket(fileno=fds[0])
+                sock.setblocking(False)
+                with self._lock:
+                    self._asked = max(self._asked - 1, 0)
+                    self._idle.append(Helper(SPAWNED.unpack(message)[0], sock))
+        finally:
+            self._receiving.release()
+
+    # -- helpers for calls ------------------------------------------------------------------
+
+    def checkout(self, want: int, deadline: float, *, wait: bool = True) -> list[Helper]:
+        """Up to ``want`` fresh helpers, now; with ``wait``, at least one unless the
+        deadline passes first.  Raises ParserUnavailable if the supervisor is gone
+        and none is left."""
+        while True:
+            with self._lock:
+                taken = self._idle[-want:]
+                del self._idle[len(self._idle) - len(taken) :]
+                self._busy += len(taken)
+                broken = self.broken
+                if not taken and not self._asked and self._busy < self.limit:
+                    self._asked += 1
+                    self._send(SPAWN)
+                self._top_up()
+            if taken:
+                return taken
+            if broken:
+                raise ParserUnavailable(broken)
+            remaining = deadline - time.monotonic()
+            self._receive(remaining if wait else 0.0)
+            if not wait or remaining <= 0:
+                with self._lock:
+                    taken = self._idle[-want:]
+                    del self._idle[len(self._idle) - len(taken) :]
+                    self._busy += len(taken)
+                return taken
+
+    def discard(self, helpers: list[Helper]) -> None:
+        """Kill helpers a call is done with, and ask for fresh ones."""
+        with self._lock:
+            for helper in helpers:
+                helper.sock.close()
+                self._send(KILL, helper.pid)
+                self._busy -= 1
+            self._top_up()
+
+    @property
+    def idle(self) -> int:
+        """Fresh helpers waiting now."""
+        return len(self._idle)
+
+    def close(self) -> None:
+        """Stop the supervisor and its helpers (it kills them when its socket closes)."""
+        with self._lock:
+            self._break("the pool was closed")
+            for helper in self._idle:
+                helper.sock.close()
+            self._idle.clear()
+            self._control.close()
+        if self.process is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.process.wait(timeout=10)
+
+
+# -- the pool of this process ------------------------------------------------------------
+
+_shared: ParserPool | None = None
+_shared_lock = threading.Lock()
+
+
+def install(pool: ParserPool) -> None:
+    """Make ``pool`` the one code_map uses in this process (the server's, started
+    before any directory was opened)."""
+    global _shared  # noqa: PLW0603 - one pool per process, set once at start-up
+    with _shared_lock:
+        _shared = pool
+
+
+def shared(cpu_seconds: float) -> ParserPool:
+    """This process's pool; started now (from a clean exec) if none was installed,
+    as in a program that uses the tools without the server."""
+    global _shared  # noqa: PLW0603 - see install()
+    with _shared_lock:
+        if _shared is None:
+            _shared = ParserPool.start(cpu_seconds=cpu_seconds)
+        return _shared
+
+
+# -- one call's parses -------------------------------------------------------------------
+
+
+@final
+@dataclass(slots=True)
+class _Slot:
+    """A helper serving this call and the batch it is answering (None: idle)."""
+
+    helper: Helper
+    batch: list[tuple[int, int, bytes]] | None = None  # tag, language, data
+    out: memoryview | None = None  # the request's bytes not yet sent
+    reader: AnswerReader = field(default_factory=lambda: AnswerReader(0))
+    answered: set[int] = field(default_factory=set)
+    stolen: bool = False
+
+
+@final
+class ParseRun:
+    """One call's parses (see the module).  Used by one thread."""
+
+    def __init__(self, pool: ParserPool, deadline: float, width: int = WIDTH) -> None:
+        self._pool = pool
+        self.deadline = deadline
+        self.width = width
+        self._queue: deque[tuple[int, int, bytes]] = deque()
+        self._queued = 0  # bytes in the queue
+        self._flying = 0  # bytes in batches sent
+        self._slots: list[_Slot] = []
+        self._used: list[Helper] = []
+        self._open: set[int] = set()
+        self._done: list[tuple[int, Outcome]] = []
+
+    def _left(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def submit(self, tag: int, language: str, data: bytes) -> list[tuple[int, Outcome]]:
+        """Queue one file; returns the outcomes that came meanwhile (this file's too,
+        perhaps).  Waits, within the deadline, while too much is waiting."""
+        self._queue.append((tag, _LANGUAGE_INDEX[language], data))
+        self._queued += len(data)
+        self._open.add(tag)
+        if self._queued >= BATCH_BYTES or len(self._queue) >= BATCH_FILES:
+            self._dispatch(whole=True)
+        self._pump(0.0)
+        while self._queued + self._flying > BACKLOG_BYTES and self._left() > 0:
+            self._dispatch(whole=True)
+            self._pump(self._left())
+        return self._take()
+
+    def finish(self) -> list[tuple[int, Outcome]]:
+        """Every outcome not returned yet, by the deadline; then the helpers are
+        killed."""
+        try:
+            while self._open and self._left() > 0:
+                self._dispatch(whole=False)
+                if not self._queue:
+                    self._steal()
+                    self._dispatch(whole=False)
+                self._pump(self._left())
+        finally:
+            for tag in self._open:
+                self._done.append((tag, Unparsed.LATE))
+            self._open.clear()
+            self._pool.discard(self._used)
+            self._used = []
+            self._slots = []
+        return self._take()
+
+    def _take(self) -> list[tuple[int, Outcome]]:
+        done, self._done = self._done, []
+        return done
+
+    # -- sending --------------------------------------------------------------------------
+
+    def _idle_slot(self) -> _Slot | None:
+        for slot in self._slots:
+            if slot.batch is None:
+                return slot
+        if len(self._slots) >= self.width:
+            return None
+        helpers = self._pool.checkout(1, self.deadline, wait=not self._slots)
+        if not helpers:
+            return None
+        self._used += helpers
+        slot = _Slot(helpers[0])
+        self._slots.append(slot)
+        return slot
+
+    def _dispatch(self, *, whole: bool) -> None:
+        """Send batches to idle helpers (with ``whole``, only full batches)."""
+        while self._queue and self._left() > 0:
+            full = self._queued >= BATCH_BYTES or len(self._queue) >= BATCH_FILES
+            if whole and not full:
+                return
+            slot = self._idle_slot()
+            if slot is None:
+                return
+            batch: list[tuple[int, int, bytes]] = []
+            size = 0
+            while self._queue and len(batch) < BATCH_FILES:
+                if batch and size + len(self._queue[0][2]) > BATCH_BYTES:
+                    break
+                item = self._queue.popleft()
+                batch.append(item)
+                size += len(item[2])
+            self._queued -= size
+            self._flying += size
+            slot.batch = batch
+            slot.answered = set()
+            slot.stolen = False
+            slot.reader = AnswerReader(len(batch))
+            items = [(language, data) for _, language, data in batch]
+            slot.out = memoryview(encode_request(items, self.deadline))
+
+    def _steal(self) -> None:
+        """The queue is empty: put the files waiting behind a busy helper's current one
+        back in it, for an idle helper to take (the first answer counts)."""
+        for slot in self._slots:
+            if slot.batch is None or slot.out or slot.stolen:
+                continue
+            unanswered = [i for i in range(len(slot.batch)) if i not in slot.answered]
+            tail = [slot.batch[i] for i in unanswered[1:] if slot.batch[i][0] in self._open]
+            if not tail:
+                continue
+            slot.stolen = True
+            for item in tail:
+                self._queue.append(item)
+                self._queued += len(item[2])
+
+    # -- receiving ------------------------------------------------------------------------
+
+    def _pump(self, timeout: float) -> None:
+        """Send and receive what the helpers allow, waiting up to ``timeout`` seconds
+        for the first event."""
+        poller = select.poll()
+        by_fd: dict[int, _Slot] = {}
+        for slot in self._slots:
+            events = (select.POLLOUT if slot.out else 0) | (select.POLLIN if slot.batch else 0)
+            if events:
+                fd = slot.helper.sock.fileno()
+                poller.register(fd, events)
+                by_fd[fd] = slot
+        if not by_fd:
+            return
+        for fd, events in poller.poll(math.ceil(max(timeout, 0.0) * 1000)):
+            slot = by_fd[fd]
+            if slot not in self._slots:
+                continue  # lost while an earlier event was handled
+            if events & select.POLLOUT and slot.out:
+                self._write(slot)
+            if events & (select.POLLIN | select.POLLHUP | select.POLLERR):
+                self._read(slot)
+
+    def _write(self, slot: _Slot) -> None:
+        assert slot.out is not None
+        try:
+            sent = slot.helper.sock.send(slot.out)
+        except BlockingIOError:
+            return
+        except OSError:  # it died before it had the whole batch: no file was parsing
+            self._lost(slot, None)
+            return
+        slot.out = slot.out[sent:] if sent < len(slot.out) else None
+
+    def _read(self, slot: _Slot) -> None:
+        try:
+            data = slot.helper.sock.recv(_RECEIVE)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:  # it died or was killed: if it had its whole batch, while parsing
+            self._lost(slot, self._current(slot) if slot.out is None else None)
+            return
+        try:
+            frames = slot.reader.feed(data)
+        except WireError:
+            self._lost(slot, self._current(slot))
+            return
+        for index, status, payload in frames:
+            if not self._answer(slot, index, status, payload):
+                self._lost(slot, index)
+                return
+
+    @staticmethod
+    def _current(slot: _Slot) -> int | None:
+        """The file a helper is parsing: the first of its batch it has not answered
+        (it answers in order)."""
+        batch = slot.batch or []
+        return next((i for i in range(len(batch)) if i not in slot.answered), None)
+
+    def _answer(self, slot: _Slot, index: int, status: int, payload: bytes) -> bool:
+        """Take one answer frame; False if no correct helper sends it."""
+        batch = slot.batch
+        assert batch is not None
+        if status == DONE:
+            if len(slot.answered) != len(batch):
+                return False
+            self._flying -= sum(len(item[2]) for item in batch)
+            slot.batch = None
+            return True
+        if index in slot.answered:
+            return False
+        tag, _, data = batch[index]
+        outcome: Outcome
+        if status == PARSED:
+            try:
+                spans, references = decode_extracted(payload)
+            except WireError:
+                return False
+            outcome = facts_from_spans(data, spans, references)
+        else:
+            outcome = Unparsed.LATE if status == LATE else Unparsed.FAILED
+        slot.answered.add(index)
+        if tag in self._open:  # else another helper answered it first
+            self._open.discard(tag)
+            self._done.append((tag, outcome))
+        return True
+
+    def _lost(self, slot: _Slot, culprit: int | None) -> None:
+        """A helper died, was killed or misbehaved while answering file ``culprit`` of
+        its batch (None: before it had the batch): that file failed (or was late,
+        past the deadline); the rest of its batch goes back in the queue."""
+        self._slots.remove(slot)
+        self._used.remove(slot.helper)
+        self._pool.discard([slot.helper])
+        batch = slot.batch or []
+        self._flying -= sum(len(item[2]) for item in batch)
+        if culprit is not None and batch[culprit][0] in self._open:
+            tag = batch[culprit][0]
+            self._open.discard(tag)
+            late = self._left() <= 0
+            self._done.append((tag, Unparsed.LATE if late else Unparsed.FAILED))
+        unanswered = [
+            item
+            for i, item in enumerate(batch)
+            if i not in slot.answered and i != culprit and item[0] in self._open
+        ]
+        for item in reversed(unanswered):
+            self._queue.appendleft(item)
+            self._queued += len(item[2])
