@@ -32,7 +32,14 @@ from sandboxfs.fs.files import OpenFile
 from sandboxfs.tools.codecache import ParseKey, parse_key
 from sandboxfs.tools.codefacts import Parsed, language_of
 from sandboxfs.tools.coderank import Source
-from sandboxfs.tools.coderender import DEFAULT_CHARS, MAX_CHARS, MIN_CHARS, Walked, build_map
+from sandboxfs.tools.coderender import (
+    DEFAULT_CHARS,
+    MAX_CHARS,
+    MIN_CHARS,
+    RANKED_IN_PART,
+    Walked,
+    build_map,
+)
 from sandboxfs.tools.parsepool import Outcome, ParseRun, ParserUnavailable, Unparsed, shared
 from sandboxfs.tools.spec import (
     READ_ONLY,
@@ -48,6 +55,10 @@ from sandboxfs.tools.walking import Walker
 FILE_CAP: Final = 5000
 #: Bytes of one file a map reads, at most; larger files are skipped (and counted).
 FILE_BYTES: Final = 1024 * 1024
+#: Names (definitions plus distinct names referred to, summed over files) one map
+#: ranks, at most: the walk stops reading files there, and says so.  It bounds the
+#: ranking's memory, which is linear in them.
+NAMES_MAX: Final = 500_000
 #: Directories never entered below the start (besides dot-directories and virtualenvs).
 SKIPPED_DIRS: Final = frozenset(
     {"node_modules", "target", "build", "dist", "vendor", "__pycache__", "site-packages"}
@@ -96,6 +107,8 @@ class _Mapper:
         self.walked = Walked()
         self.parsed = 0
         self.cached = 0
+        #: Names of the sources so far (see NAMES_MAX).
+        self.names = 0
         self._run: ParseRun | None = None
         self._sent: dict[int, _Sent] = {}
         #: The map's sources, by their order (focus files first, then the walk's).
@@ -176,11 +189,15 @@ class _Mapper:
                 self.parsed += 1
                 if sent.key is not None:
                     self.ctx.parses.put(sent.key, outcome)
-                self.sources[order] = Source(sent.shown, sent.exact, outcome, focus=sent.focus)
+                self._add(order, Source(sent.shown, sent.exact, outcome, focus=sent.focus))
             elif outcome is Unparsed.FAILED:
                 self.walked.parser_failed += 1
             else:
                 self.walked.unparsed += 1
+
+    def _add(self, order: int, source: Source) -> None:
+        self.sources[order] = source
+        self.names += len(source.parsed.definitions) + len(source.parsed.references)
 
     def finish(self) -> list[Source]:
         """Every source, in order, once the helpers answered or the deadline passed."""
@@ -200,7 +217,7 @@ class _Mapper:
         known = self.ctx.parses.get(key)
         if known is not None:
             self.cached += 1
-            self.sources[order] = Source(shown, exact, known, focus=focus)
+            self._add(order, Source(shown, exact, known, focus=focus))
             return
         with self.walker.tree.ctx.watch.step(shown):
             data = f.file.read(FILE_BYTES + 1)
@@ -222,6 +239,9 @@ class _Mapper:
         for index, item in enumerate(found):
             if self.out_of_time():
                 self.walked.unparsed += len(found) - index
+                break
+            if self.names >= NAMES_MAX:
+                self.walked.stopped = f"stopped at {NAMES_MAX:,} names: {_NARROW}"
                 break
             shown, exact = self._shown(item.rel)
             try:
@@ -274,9 +294,12 @@ def code_map(
     found = mapper.walk()
     mapper.read(found, focused)
     sources = mapper.finish()
-    result = build_map(sources, mapper.walked, query=query, max_chars=maxChars)
+    result = build_map(
+        sources, mapper.walked, query=query, max_chars=maxChars, deadline=mapper.deadline
+    )
     walked = mapper.walked
-    stopped = walked.stopped if walked.stopped or not walked.unparsed else "out of time"
+    stopped = walked.stopped or (RANKED_IN_PART if result.cut else None)
+    stopped = stopped if stopped or not walked.unparsed else "out of time"
     return ToolResult(
         text=result.text,
         structured={

@@ -16,13 +16,17 @@ No I/O.  From what each mapped file defines and uses (:class:`Source`):
   aside: it neither ranks files nor puts its definitions first (``new``,
   ``__init__``, ``get``).  Definitions matching the query come first.
 
-What is printed, within the budget: :mod:`sandboxfs.tools.coderender`.
+Bounded: the graph is kept per name, so its size is the number of references
+plus definitions (each file's bounded by :mod:`sandboxfs.tools.codefacts`), and
+the PageRank stops at the call's deadline.  What is printed, within the budget:
+:mod:`sandboxfs.tools.coderender`.
 """
 
 from __future__ import annotations
 
 import math
 import re
+import time
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -87,24 +91,83 @@ def _matches(query: set[str], candidates: Iterable[str]) -> bool:
     return False
 
 
+@final
+class _Graph:
+    """The graph "file A refers to a name file B defines", kept per name instead of
+    per pair of files: a name's references flow into it and out to each file defining
+    it (except back to the referring file itself).  Its size is the number of
+    references plus the number of definitions, never their product: a name that
+    thousands of files define and reference costs no more than its entries."""
+
+    def __init__(
+        self, sources: Sequence[Source], definers: dict[str, list[int]], set_aside: set[str]
+    ) -> None:
+        names: dict[str, int] = {}
+        #: Per counted reference: the referring file, the name's id, its weight.
+        self.ref_file: list[int] = []
+        self.ref_name: list[int] = []
+        self.ref_weight: list[float] = []
+        own: dict[tuple[int, int], int] = {}  # (file, name id) -> its reference's index
+        out = [0.0] * len(sources)  # each file's total outgoing weight
+        for a, source in enumerate(sources):
+            for name, count in source.parsed.references.items():
+                found = definers.get(name)
+                if not found or name in set_aside or found == [a]:
+                    continue
+                weight = math.sqrt(count) / len(found)  # shared by every file defining it
+                others = len(found) - (1 if a in found else 0)
+                out[a] += weight * others
+                ident = names.setdefault(name, len(names))
+                own[a, ident] = len(self.ref_file)
+                self.ref_file.append(a)
+                self.ref_name.append(ident)
+                self.ref_weight.append(weight)
+        self.out = out
+        self.names = names
+        #: Per definition of a referenced name: the defining file, the name's id, and
+        #: the index of that file's own reference to it (-1: none).
+        self.def_file: list[int] = []
+        self.def_name: list[int] = []
+        self.def_own: list[int] = []
+        for name, ident in names.items():
+            for b in definers[name]:
+                self.def_file.append(b)
+                self.def_name.append(ident)
+                self.def_own.append(own.get((b, ident), -1))
+
+    def spread(self, share: Sequence[float]) -> tuple[list[float], list[float]]:
+        """With ``share[a]`` passed per unit of ``a``'s outgoing weight: what each
+        reference passes, and what flows to each definition (from the other files)."""
+        weight = self.ref_weight
+        passed = [share[a] * weight[k] for k, a in enumerate(self.ref_file)]
+        pooled = [0.0] * len(self.names)
+        for k, ident in enumerate(self.ref_name):
+            pooled[ident] += passed[k]
+        flows = [
+            pooled[ident] - (passed[k] if k >= 0 else 0.0)
+            for ident, k in zip(self.def_name, self.def_own, strict=True)
+        ]
+        return passed, flows
+
+
 def _pagerank(
-    edges: Sequence[dict[int, float]], start: Sequence[float], iterations: int = _ITERATIONS
-) -> list[float]:
-    """PageRank of a weighted graph (``edges[a][b]``: weight of a -> b) restarting at
-    ``start`` (sums to 1); a node with no edges hands its rank to ``start``."""
+    graph: _Graph, start: Sequence[float], deadline: float | None, iterations: int = _ITERATIONS
+) -> tuple[list[float], bool]:
+    """PageRank of ``graph`` restarting at ``start`` (sums to 1); a file with no
+    references hands its rank to ``start``.  Stops at ``deadline``: the rank so far,
+    and False (True: it converged or ran every iteration)."""
     n = len(start)
     rank = list(start)
-    totals = [sum(out.values()) for out in edges]
+    out = graph.out
     for _ in range(iterations):
+        if deadline is not None and time.monotonic() > deadline:
+            return rank, False
+        share = [_DAMPING * rank[a] / out[a] if out[a] else 0.0 for a in range(n)]
+        dangling = sum(rank[a] for a in range(n) if not out[a])
+        _, flows = graph.spread(share)
         new = [0.0] * n
-        dangling = 0.0
-        for a, out in enumerate(edges):
-            if not out:
-                dangling += rank[a]
-                continue
-            share = _DAMPING * rank[a] / totals[a]
-            for b, weight in out.items():
-                new[b] += share * weight
+        for b, flow in zip(graph.def_file, flows, strict=True):
+            new[b] += flow
         restart = 1.0 - _DAMPING + _DAMPING * dangling
         for i in range(n):
             new[i] += restart * start[i]
@@ -112,18 +175,26 @@ def _pagerank(
         rank = new
         if change < _TOLERANCE:
             break
-    return rank
+    return rank, True
 
 
 @final
 class Ranking:
-    """Ranks of files and scores of their definition lines (see the module)."""
+    """Ranks of files and scores of their definition lines (see the module).
 
-    def __init__(self, sources: Sequence[Source], query: set[str]) -> None:
+    Linear in the number of definitions and references; with ``deadline``
+    (``time.monotonic()``) the PageRank stops there, with the ranks it has
+    (:attr:`complete` False)."""
+
+    def __init__(
+        self, sources: Sequence[Source], query: set[str], deadline: float | None = None
+    ) -> None:
         n = len(sources)
+        referenced: set[str] = set().union(*(s.parsed.references for s in sources))
+        #: The files defining each name some file refers to.
         definers: dict[str, list[int]] = defaultdict(list)
         for i, source in enumerate(sources):
-            for name in dict.fromkeys(d.name for d in source.parsed.definitions):
+            for name in referenced.intersection([d.name for d in source.parsed.definitions]):
                 definers[name].append(i)
         referrers: dict[str, int] = defaultdict(int)
         for source in sources:
@@ -134,31 +205,27 @@ class Ranking:
         self.set_aside = {
             name for name, count in referrers.items() if count >= SET_ASIDE_MIN and 2 * count > n
         }
-        self.edges: list[dict[int, float]] = [defaultdict(float) for _ in range(n)]
-        # Per referring file: (name, weight of each reference, the other files defining it).
-        flows: list[list[tuple[str, float, list[int]]]] = [[] for _ in range(n)]
-        for a, source in enumerate(sources):
-            for name, count in source.parsed.references.items():
-                found = definers.get(name, ())
-                others = [b for b in found if b != a]
-                if not others or name in self.set_aside:
-                    continue
-                weight = math.sqrt(count) / len(found)  # shared by every file defining it
-                flows[a].append((name, weight, others))
-                for b in others:
-                    self.edges[a][b] += weight
+        graph = _Graph(sources, definers, self.set_aside)
         start = [1.0 + (n if _steers(source, query) else 0) for source in sources]
         self.steered = any(x > 1.0 for x in start)
         total = sum(start)
-        self.rank = _pagerank(self.edges, [x / total for x in start]) if n else []
+        self.rank, self.complete = (
+            _pagerank(graph, [x / total for x in start], deadline) if n else ([], True)
+        )
         #: What flows to each (file, name): the referring files' rank, shared.
-        self.flow: list[dict[str, float]] = [defaultdict(float) for _ in range(n)]
-        for a, out in enumerate(flows):
-            total_out = sum(self.edges[a].values())
-            for name, weight, others in out:
-                passed = self.rank[a] * weight / total_out
-                for b in others:
-                    self.flow[b][name] += passed
+        self.flow: list[dict[str, float]] = [{} for _ in range(n)]
+        share = [self.rank[a] / graph.out[a] if graph.out[a] else 0.0 for a in range(n)]
+        _, flows = graph.spread(share)
+        # Names some other file refers to: how many references each has, and whose.
+        counted = [0] * len(graph.names)
+        for ident in graph.ref_name:
+            counted[ident] += 1
+        names = list(graph.names)
+        for b, ident, own, flow in zip(
+            graph.def_file, graph.def_name, graph.def_own, flows, strict=True
+        ):
+            if counted[ident] - (1 if own >= 0 else 0) > 0:
+                self.flow[b][names[ident]] = flow
 
 
 def _steers(source: Source, query: set[str]) -> bool:
