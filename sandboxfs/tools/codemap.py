@@ -12,8 +12,9 @@ files are never opened for reading), at most :data:`FILE_BYTES` of it is read,
 and unless the server's parse cache (:mod:`~sandboxfs.tools.codecache`) knows it
 by its ``fstat``, its bytes go to a sandboxed parse helper
 (:mod:`~sandboxfs.tools.parsepool`): this process never parses.  The whole call,
-ranking included, has ``search_seconds`` (``--max-search-seconds``); files it had
-no time for, and files whose helper failed, are counted in the summary.
+ranking included, has ``search_seconds`` (``--max-search-seconds``), of which
+walking, reading and parsing get :data:`PARSE_SHARE`; files it had no time for,
+and files whose helper failed, are counted in the summary.
 Ranking: :mod:`~sandboxfs.tools.coderank`; what is printed within ``maxChars``:
 :mod:`~sandboxfs.tools.coderender`.
 """
@@ -55,6 +56,10 @@ from sandboxfs.tools.walking import Walker
 FILE_CAP: Final = 5000
 #: Bytes of one file a map reads, at most; larger files are skipped (and counted).
 FILE_BYTES: Final = 1024 * 1024
+#: The share of the call's budget that walking, reading and parsing may take; the
+#: rest is the ranking's, so that a file that stalls its parser costs the map its
+#: own lines, not its order.
+PARSE_SHARE: Final = 0.9
 #: Names (definitions plus distinct names referred to, summed over files) one map
 #: ranks, at most: the walk stops reading files there, and says so.  It bounds the
 #: ranking's memory, which is linear in them.
@@ -103,7 +108,12 @@ class _Mapper:
         self.ctx = ctx
         self.walker = Walker(ctx, path, "code_map")
         self.prefix = path.rstrip("/") or "/"
-        self.deadline = time.monotonic() + ctx.limits.search_seconds
+        budget = ctx.limits.search_seconds
+        started = time.monotonic()
+        #: When the call must have answered, and when reading and parsing stop (the
+        #: rest of the budget is the ranking's).
+        self.deadline = started + budget
+        self.parse_deadline = started + budget * PARSE_SHARE
         self.walked = Walked()
         self.parsed = 0
         self.cached = 0
@@ -115,7 +125,7 @@ class _Mapper:
         self.sources: dict[int, Source] = {}
 
     def out_of_time(self) -> bool:
-        return time.monotonic() > self.deadline
+        return time.monotonic() > self.parse_deadline
 
     def _shown(self, rel: tuple[str, ...]) -> tuple[str, str]:
         """A file's path as the text shows it and as structured content carries it."""
@@ -178,7 +188,7 @@ class _Mapper:
         """Send ``data`` to a helper; its answer comes back through :meth:`_take`."""
         if self._run is None:
             pool = shared(self.ctx.limits.search_seconds)
-            self._run = ParseRun(pool, self.deadline)
+            self._run = ParseRun(pool, self.parse_deadline)
         self._sent[order] = sent
         self._take(self._run.submit(order, language, data))
 

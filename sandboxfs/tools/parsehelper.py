@@ -15,10 +15,10 @@ confines itself, irreversibly, in this order:
 * a seccomp allow-list (:func:`sandboxfs.core.seccomp.supervisor_filter`):
   anything else kills it.
 
-It then forks **helpers** on the server's request and hands each one's socket to
-the server over the control socket.  A helper closes every descriptor but that
-socket (stdin, stdout and stderr become ``/dev/null``), sets ``RLIMIT_CPU``
-(``--cpu-seconds``), and adds its own filter
+It then forks **helpers** on the server's request and, once a helper says it is
+confined, hands its socket to the server over the control socket.  A helper
+closes every descriptor but that socket (stdin, stdout and stderr become
+``/dev/null``), sets ``RLIMIT_CPU`` (``--cpu-seconds``), and adds its own filter
 (:func:`sandboxfs.core.seccomp.helper_filter`): ``read`` and ``write`` on its
 socket, memory, its timer and exit; anything else kills it.  It answers
 batches of files (:mod:`sandboxfs.tools.parsewire`), each file as it is done,
@@ -66,10 +66,16 @@ from sandboxfs.tools.parsewire import (
     encode_frame,
 )
 
+#: What a helper says on its socket once it is confined (the supervisor waits for
+#: it before handing the socket to the server), and how long it may take.
+READY: Final = b"R"
+_READY_SECONDS: Final = 30.0
 #: Seconds a helper's timer gives a parse beyond the call's deadline.
 TIMER_GRACE: Final = 0.5
-#: Descriptors the supervisor may hold (its control socket, a socketpair at a time).
+#: Descriptors the supervisor may hold (its control socket, a socketpair at a time),
+#: and the number its control socket gets (it inherits only 0, 1, 2 and that).
 _FILES: Final = 16
+_CONTROL_FD: Final = 3
 #: Children the supervisor keeps at most (the server asks for fewer).
 _CHILDREN_MAX: Final = 64
 
@@ -146,9 +152,10 @@ def _become_helper(channel: int, settings: argparse.Namespace) -> None:
         os.closerange(3, channel)
         os.closerange(channel + 1, _FILES)
         resource.setrlimit(resource.RLIMIT_CPU, (settings.cpu_seconds, settings.cpu_seconds))
+        abort = os.environ.get(TEST_ABORT_ENV)
         if settings.seccomp:
             seccomp.apply(seccomp.helper_filter(channel))
-        abort = os.environ.get(TEST_ABORT_ENV)
+        _write_all(channel, READY)  # confined: the supervisor may hand it over
         serve_batches(channel, abort.encode() if abort else None)
     except BaseException:  # a helper ends here, whatever happened
         status = 1
@@ -172,6 +179,12 @@ def _spawn(control: socket.socket, children: set[int], settings: argparse.Namesp
     children.add(pid)
     theirs.close()
     try:
+        waiting = select.poll()
+        waiting.register(ours.fileno(), select.POLLIN)
+        ready = ours.recv(len(READY)) if waiting.poll(int(_READY_SECONDS * 1000)) else b""
+        if ready != READY:  # it could not confine itself: never handed over
+            os.kill(pid, signal.SIGKILL)
+            return
         socket.send_fds(control, [SPAWNED.pack(pid)], [ours.fileno()])
     finally:
         ours.close()
@@ -256,7 +269,10 @@ def _arguments(argv: Sequence[str]) -> argparse.Namespace:
 def main(argv: Sequence[str] | None = None) -> int:
     settings = _arguments(sys.argv[1:] if argv is None else argv)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server decides when this ends
-    control = socket.socket(fileno=settings.control)
+    if settings.control != _CONTROL_FD:  # every descriptor below _FILES, for the helpers
+        os.dup2(settings.control, _CONTROL_FD)
+        os.close(settings.control)
+    control = socket.socket(fileno=_CONTROL_FD)
     prepare()
     try:
         confine(settings)

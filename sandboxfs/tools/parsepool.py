@@ -21,6 +21,8 @@ submitted gets exactly one outcome: its facts, :attr:`Unparsed.LATE` (the
 call's deadline passed first) or :attr:`Unparsed.FAILED` (its helper crashed,
 was killed, ran out of memory or said something no correct helper says: that
 costs this one file, the others of its batch go to another helper);
+files waiting behind a helper's current one are handed, last first, to a
+helper with nothing to do, so one slow file holds up no other;
 :meth:`ParseRun.finish` returns by the deadline (plus one ``poll`` wake-up)
 whatever the helpers do; at most :data:`BACKLOG_BYTES` of file contents wait
 in the server per call.
@@ -75,6 +77,8 @@ CPU_GRACE: Final = 10
 #: File contents one call keeps waiting for answers, at most.
 BACKLOG_BYTES: Final = 4 * 1024 * 1024
 _RECEIVE: Final = 1024 * 1024
+#: Seconds between looks for a helper while a file waits for one.
+_RETRY: Final = 0.05
 #: The supervisor's program (``-m`` would import the module twice: tools imports it).
 _SUPERVISOR: Final = "import sys; from sandboxfs.tools.parsehelper import main; sys.exit(main())"
 _LANGUAGE_INDEX: Final = {language: index for index, language in enumerate(LANGUAGES)}
@@ -336,7 +340,6 @@ class _Slot:
     out: memoryview | None = None  # the request's bytes not yet sent
     reader: AnswerReader = field(default_factory=lambda: AnswerReader(0))
     answered: set[int] = field(default_factory=set)
-    stolen: bool = False
 
 
 @final
@@ -353,10 +356,16 @@ class ParseRun:
         self._slots: list[_Slot] = []
         self._used: list[Helper] = []
         self._open: set[int] = set()
+        self._stolen: set[int] = set()  # files handed to a second helper
         self._done: list[tuple[int, Outcome]] = []
 
     def _left(self) -> float:
         return self.deadline - time.monotonic()
+
+    def _wait(self) -> float:
+        """How long to wait for the helpers: until the deadline, or a moment while a
+        file waits for a helper to come free or be forked."""
+        return min(self._left(), _RETRY) if self._queue else self._left()
 
     def submit(self, tag: int, language: str, data: bytes) -> list[tuple[int, Outcome]]:
         """Queue one file; returns the outcomes that came meanwhile (this file's too,
@@ -369,7 +378,7 @@ class ParseRun:
         self._pump(0.0)
         while self._queued + self._flying > BACKLOG_BYTES and self._left() > 0:
             self._dispatch(whole=True)
-            self._pump(self._left())
+            self._pump(self._wait())
         return self._take()
 
     def finish(self) -> list[tuple[int, Outcome]]:
@@ -381,7 +390,7 @@ class ParseRun:
                 if not self._queue:
                     self._steal()
                     self._dispatch(whole=False)
-                self._pump(self._left())
+                self._pump(self._wait())
         finally:
             for tag in self._open:
                 self._done.append((tag, Unparsed.LATE))
@@ -432,25 +441,29 @@ class ParseRun:
             self._flying += size
             slot.batch = batch
             slot.answered = set()
-            slot.stolen = False
             slot.reader = AnswerReader(len(batch))
             items = [(language, data) for _, language, data in batch]
             slot.out = memoryview(encode_request(items, self.deadline))
 
     def _steal(self) -> None:
-        """The queue is empty: put the files waiting behind a busy helper's current one
-        back in it, for an idle helper to take (the first answer counts)."""
+        """The queue is empty and a helper could take work: give it the last file a
+        busy helper has not answered yet, never the one that helper is parsing (the
+        first it has not answered).  The first answer counts; a file is handed out
+        twice at most."""
+        if all(slot.batch is not None for slot in self._slots) and len(self._slots) >= self.width:
+            return
         for slot in self._slots:
-            if slot.batch is None or slot.out or slot.stolen:
+            batch = slot.batch
+            if batch is None or slot.out:
                 continue
-            unanswered = [i for i in range(len(slot.batch)) if i not in slot.answered]
-            tail = [slot.batch[i] for i in unanswered[1:] if slot.batch[i][0] in self._open]
-            if not tail:
-                continue
-            slot.stolen = True
-            for item in tail:
-                self._queue.append(item)
-                self._queued += len(item[2])
+            waiting = [i for i in range(len(batch)) if i not in slot.answered][1:]
+            for i in reversed(waiting):
+                item = batch[i]
+                if item[0] in self._open and item[0] not in self._stolen:
+                    self._stolen.add(item[0])
+                    self._queue.append(item)
+                    self._queued += len(item[2])
+                    return
 
     # -- receiving ------------------------------------------------------------------------
 
