@@ -12,6 +12,8 @@ from helpers import Tree, make_tree, snapshot
 from sandboxfs.binding import syscalls
 from sandboxfs.core import chokepoint, landlock, names, policy
 from sandboxfs.fs import describe, listings, trees, writes
+from sandboxfs.core import chokepoint, landlock, policy, seccomp
+from sandboxfs.fs import trees, writes
 from sandboxfs.fs.sandbox import Sandbox
 
 
@@ -160,6 +162,34 @@ def _directory_counts_include_hidden_entries() -> None:
     # subdirectories by their raw st_size, whatever the policy hides.
     describe.withholds_directory_counts = lambda policy: False
     listings.withholds_directory_counts = lambda policy: False
+def _seccomp_filter_allows_what_it_lists() -> None:
+    seccomp.Rule.body = lambda self: [(0x06, 0, 0, seccomp.ALLOW)]  # type: ignore[method-assign]
+
+
+def _parse_supervisor_inherits_descriptors() -> None:
+    import subprocess  # noqa: PLC0415 - only this mutant needs it
+
+    from sandboxfs.tools import parsepool  # noqa: PLC0415
+
+    real = subprocess.Popen
+
+    class Leaky:  # stands in for the subprocess module in parsepool: every fd passed on
+        DEVNULL = subprocess.DEVNULL
+        TimeoutExpired = subprocess.TimeoutExpired
+
+        @staticmethod
+        def Popen(*args, pass_fds=(), **kwargs):  # type: ignore[no-untyped-def]
+            fds = sorted(int(fd) for fd in os.listdir("/proc/self/fd") if int(fd) > 2)
+            kept = []
+            for fd in fds:
+                try:
+                    os.set_inheritable(fd, True)
+                    kept.append(fd)
+                except OSError:
+                    pass  # the listing's own descriptor, closed by now
+            return real(*args, pass_fds=tuple(kept), **kwargs)
+
+    parsepool.subprocess = Leaky  # type: ignore[assignment]
 
 
 MUTANTS = {
@@ -178,6 +208,8 @@ MUTANTS = {
     "drop-cross-process-lock": _drop_cross_process_lock,
     "directory-counts-include-hidden-entries": _directory_counts_include_hidden_entries,
     "drop-the-policy-of-client-roots": _drop_the_policy_of_client_roots,
+    "seccomp-filter-allows-what-it-lists": _seccomp_filter_allows_what_it_lists,
+    "parse-supervisor-inherits-descriptors": _parse_supervisor_inherits_descriptors,
 }
 
 

@@ -31,6 +31,7 @@ from sandboxfs.tools import parsepool
 from sandboxfs.tools.codefacts import Parsed
 from sandboxfs.tools.parsepool import ParserPool, ParseRun, Unparsed
 from sandboxfs.tools.parsewire import TEST_ABORT_ENV
+from unprivileged import nobody_command, nobody_pythonpath
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 
@@ -108,14 +109,18 @@ def pool(monkeypatch: pytest.MonkeyPatch) -> Iterator[ParserPool]:
         started.close()
 
 
-def _assert_confined(pid: int, *, helper: bool) -> None:
-    status = _status(pid)
-    assert status["Seccomp"] == "2", status["Seccomp"]
-    assert status["NoNewPrivs"] == "1"
+def _assert_no_directory(pid: int, *, helper: bool) -> None:
     for fd, (target, kind) in _descriptors(pid).items():
         assert kind != stat.S_IFDIR, (pid, fd, target)
         if helper or fd != 2:  # the supervisor's stderr is the server's log
             assert not target.startswith("/") or target == "/dev/null", (pid, fd, target)
+
+
+def _assert_confined(pid: int, *, helper: bool) -> None:
+    status = _status(pid)
+    assert status["Seccomp"] == "2", status["Seccomp"]
+    assert status["NoNewPrivs"] == "1"
+    _assert_no_directory(pid, helper=helper)
     limits = _limits(pid)
     assert limits["Max address space"] == str(parsepool.MEMORY_BYTES)
     assert limits["Max core file size"] == "0"
@@ -142,6 +147,8 @@ def test_the_supervisor_and_its_helpers_hold_no_directory_and_are_confined(
         for fd in held:
             os.close(fd)
     try:
+        assert started.process is not None
+        _assert_no_directory(started.process.pid, helper=False)  # as exec'd, before all else
         deadline = time.monotonic() + 60
         helpers = started.checkout(1, deadline) + started.checkout(1, deadline)
         assert started.process is not None
@@ -356,3 +363,27 @@ def test_a_planted_pathological_file_costs_the_budget_and_stalls_no_other_call(
 
     with sidecar("--max-search-seconds", str(budget), str(root), tmp=tmp_path) as server:
         run(lambda: main(server.url))
+
+
+def test_code_map_works_for_an_ordinary_user(public_tree: Tree) -> None:
+    """As uid 65534: the supervisor and its helpers confine themselves without any
+    privilege (no_new_privs, Landlock, lowered limits, seccomp) and the map is whole."""
+    tree = public_tree
+    tree.root.chmod(0o755)
+    write(tree.root, POLYGLOT)
+    for path in tree.root.rglob("*"):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    pythonpath = nobody_pythonpath()
+
+    async def main() -> None:
+        async with session(
+            command=nobody_command(str(tree.root)), env={"PYTHONPATH": pythonpath}
+        ) as s:
+            result = await s.call("code_map", path=".")
+            assert not result.is_error, result.content
+            assert result.structured_content is not None
+            assert result.structured_content["parsed"] == len(POLYGLOT)
+            assert result.structured_content["filesSkipped"]["parserFailed"] == 0
+            assert "seccomp: server (sockets: none) filter applied" in s.log()
+
+    run(main)
