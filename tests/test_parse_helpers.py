@@ -68,7 +68,7 @@ def _descriptors(pid: int) -> dict[int, tuple[str, int]]:
 
 
 def _children(pid: int) -> list[int]:
-    """The processes whose parent is ``pid``."""
+    """The live processes whose parent is ``pid`` (zombies left out)."""
     found = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -76,7 +76,7 @@ def _children(pid: int) -> list[int]:
                 fields = Path(f"/proc/{entry}/stat").read_text().rpartition(")")[2].split()
             except OSError:
                 continue
-            if int(fields[1]) == pid:
+            if int(fields[1]) == pid and fields[0] != "Z":
                 found.append(int(entry))
     return found
 

@@ -273,9 +273,16 @@ def _compiled(language: str) -> tuple[tree_sitter.Language, tree_sitter.Query]:
     return lang, tree_sitter.Query(lang, grammar.query)
 
 
+def load_grammars() -> None:
+    """Import every grammar's module now: the parse supervisor does it before it
+    confines itself (afterwards it can open no file); compiling needs no file."""
+    for grammar in _GRAMMARS.values():
+        importlib.import_module(grammar.module)
+
+
 def prepare() -> None:
-    """Load every grammar and compile every query now (a parse helper does it before
-    it confines itself: afterwards it can open no file)."""
+    """Compile every grammar's query now (the supervisor does, so that the helpers it
+    forks have them)."""
     for language in LANGUAGES:
         _compiled(language)
 

@@ -5,8 +5,8 @@ The server starts the **supervisor** once, at start-up, before it opens any
 allowed directory, from a clean ``exec`` (:mod:`sandboxfs.tools.parsepool`): it
 inherits no descriptor but its end of a control socket, ``/dev/null`` as stdin
 and stdout and the server's stderr, and an environment with nothing of the
-server's (no token).  It loads tree-sitter and compiles every query, then
-confines itself, irreversibly, in this order:
+server's (no token).  It loads tree-sitter and every grammar, then confines
+itself, irreversibly, in this order:
 
 * resource limits: ``RLIMIT_AS`` (``--memory``), no core dumps (``RLIMIT_CORE``
   0: a crash never writes file contents to disk), few descriptors;
@@ -15,7 +15,9 @@ confines itself, irreversibly, in this order:
 * a seccomp allow-list (:func:`sandboxfs.core.seccomp.supervisor_filter`):
   anything else kills it.
 
-It then forks **helpers** on the server's request and, once a helper says it is
+It forks the first helpers (which compile the queries they need), compiles every
+query (so that later helpers have them all), then forks **helpers** on the
+server's request and, once a helper says it is
 confined, hands its socket to the server over the control socket.  A helper
 closes every descriptor but that socket (stdin, stdout and stderr become
 ``/dev/null``), sets ``RLIMIT_CPU`` (``--cpu-seconds``), and adds its own filter
@@ -47,7 +49,7 @@ from typing import Final
 
 from sandboxfs.core import landlock, seccomp
 from sandboxfs.tools.codefacts import LANGUAGES
-from sandboxfs.tools.codeparse import ParseStopped, extract, prepare
+from sandboxfs.tools.codeparse import ParseStopped, extract, load_grammars, prepare
 from sandboxfs.tools.parsewire import (
     COMMAND,
     DONE,
@@ -212,6 +214,7 @@ def supervise(control: socket.socket, settings: argparse.Namespace) -> None:
     try:
         for _ in range(settings.spare):
             _spawn(control, children, settings)
+        prepare()  # the first helpers compile what they need; the next ones have it all
         while True:
             events = poller.poll(5000)
             _reap(children)
@@ -273,7 +276,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.dup2(settings.control, _CONTROL_FD)
         os.close(settings.control)
     control = socket.socket(fileno=_CONTROL_FD)
-    prepare()
+    load_grammars()
     try:
         confine(settings)
     except (OSError, RuntimeError) as exc:

@@ -77,10 +77,20 @@ CPU_GRACE: Final = 10
 #: File contents one call keeps waiting for answers, at most.
 BACKLOG_BYTES: Final = 4 * 1024 * 1024
 _RECEIVE: Final = 1024 * 1024
+#: Files queued between looks at the helpers' answers.
+_LOOK_EVERY: Final = 16
 #: Seconds between looks for a helper while a file waits for one.
 _RETRY: Final = 0.05
-#: The supervisor's program (``-m`` would import the module twice: tools imports it).
-_SUPERVISOR: Final = "import sys; from sandboxfs.tools.parsehelper import main; sys.exit(main())"
+#: The supervisor's program.  The tools package's ``__init__`` (every tool, the
+#: filesystem layer) is replaced by an empty package: the supervisor loads only the
+#: modules it runs (``-m`` would also import the module twice).
+_SUPERVISOR: Final = (
+    "import os, sys, types, sandboxfs; "
+    "tools = types.ModuleType('sandboxfs.tools'); "
+    "tools.__path__ = [os.path.join(os.path.dirname(sandboxfs.__file__), 'tools')]; "
+    "sys.modules['sandboxfs.tools'] = tools; "
+    "from sandboxfs.tools.parsehelper import main; sys.exit(main())"
+)
 _LANGUAGE_INDEX: Final = {language: index for index, language in enumerate(LANGUAGES)}
 
 
@@ -357,6 +367,8 @@ class ParseRun:
         self._used: list[Helper] = []
         self._open: set[int] = set()
         self._stolen: set[int] = set()  # files handed to a second helper
+        self._poller = select.poll()
+        self._polled: dict[int, int] = {}  # descriptor -> the events it is polled for
         self._done: list[tuple[int, Outcome]] = []
 
     def _left(self) -> float:
@@ -375,7 +387,9 @@ class ParseRun:
         self._open.add(tag)
         if self._queued >= BATCH_BYTES or len(self._queue) >= BATCH_FILES:
             self._dispatch(whole=True)
-        self._pump(0.0)
+            self._pump(0.0)
+        elif len(self._queue) % _LOOK_EVERY == 0:  # answers may have come meanwhile
+            self._pump(0.0)
         while self._queued + self._flying > BACKLOG_BYTES and self._left() > 0:
             self._dispatch(whole=True)
             self._pump(self._wait())
@@ -470,20 +484,25 @@ class ParseRun:
     def _pump(self, timeout: float) -> None:
         """Send and receive what the helpers allow, waiting up to ``timeout`` seconds
         for the first event."""
-        poller = select.poll()
+        poller = self._poller
         by_fd: dict[int, _Slot] = {}
         for slot in self._slots:
             events = (select.POLLOUT if slot.out else 0) | (select.POLLIN if slot.batch else 0)
+            fd = slot.helper.sock.fileno()
+            if self._polled.get(fd) != events:
+                if events:
+                    poller.register(fd, events)  # registers, or changes the events
+                else:
+                    poller.unregister(fd)
+                self._polled[fd] = events
             if events:
-                fd = slot.helper.sock.fileno()
-                poller.register(fd, events)
                 by_fd[fd] = slot
         if not by_fd:
             return
         for fd, events in poller.poll(math.ceil(max(timeout, 0.0) * 1000)):
             slot = by_fd[fd]
             if slot not in self._slots:
-                continue  # lost while an earlier event was handled
+                continue  # lost while an earlier event was handled (its number unpolled)
             if events & select.POLLOUT and slot.out:
                 self._write(slot)
             if events & (select.POLLIN | select.POLLHUP | select.POLLERR):
@@ -561,6 +580,9 @@ class ParseRun:
         past the deadline); the rest of its batch goes back in the queue."""
         self._slots.remove(slot)
         self._used.remove(slot.helper)
+        fd = slot.helper.sock.fileno()
+        if self._polled.pop(fd, 0):
+            self._poller.unregister(fd)
         self._pool.discard([slot.helper])
         batch = slot.batch or []
         self._flying -= sum(len(item[2]) for item in batch)
