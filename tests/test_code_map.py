@@ -18,9 +18,9 @@ from sandboxfs.core.resolver import Resolver
 from sandboxfs.fs.limits import Limits
 from sandboxfs.fs.sandbox import Sandbox
 from sandboxfs.fs.walks import TreeWalk
-from sandboxfs.tools import parsepool
 from sandboxfs.tools.codecache import ParseCache
 from sandboxfs.tools.codemap import FILE_BYTES, FILE_CAP, code_map
+from sandboxfs.tools.parserun import ParseRun
 from sandboxfs.tools.spec import CallContext
 
 HUB = (
@@ -350,13 +350,13 @@ def test_too_large_binary_and_unknown_files_are_counted(tree: Tree) -> None:
 def test_only_the_edited_file_is_parsed_again(tree: Tree, monkeypatch: pytest.MonkeyPatch) -> None:
     write(tree.root, POLYGLOT)
     parsed: list[int] = []  # the sizes of the files sent to a parse helper
-    real = parsepool.ParseRun.submit
+    real = ParseRun.submit
 
-    def counting(self: parsepool.ParseRun, tag: int, language: str, data: bytes) -> Any:
+    def counting(self: ParseRun, tag: int, language: str, data: bytes) -> Any:
         parsed.append(len(data))
         return real(self, tag, language, data)
 
-    monkeypatch.setattr(parsepool.ParseRun, "submit", counting)
+    monkeypatch.setattr(ParseRun, "submit", counting)
     cache = ParseCache()
     ctx = context(tree, cache)
     first = code_map(ctx, ".")

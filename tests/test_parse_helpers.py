@@ -29,7 +29,8 @@ from mcp_client import run, session, wait_for
 from sandboxfs.core import landlock
 from sandboxfs.tools import parsepool
 from sandboxfs.tools.codefacts import Parsed
-from sandboxfs.tools.parsepool import ParserPool, ParseRun, Unparsed
+from sandboxfs.tools.parsepool import ParserPool
+from sandboxfs.tools.parserun import ParseRun, Unparsed
 from sandboxfs.tools.parsewire import TEST_ABORT_ENV
 from unprivileged import nobody_command, nobody_pythonpath
 

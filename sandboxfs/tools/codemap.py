@@ -41,7 +41,8 @@ from sandboxfs.tools.coderender import (
     Walked,
     build_map,
 )
-from sandboxfs.tools.parsepool import Outcome, ParseRun, ParserUnavailable, Unparsed, shared
+from sandboxfs.tools.parsepool import ParserUnavailable, shared
+from sandboxfs.tools.parserun import Outcome, ParseRun, Unparsed
 from sandboxfs.tools.spec import (
     READ_ONLY,
     STRING_LIST,
