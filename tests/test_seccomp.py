@@ -16,12 +16,18 @@ import signal
 import socket
 import stat
 import termios
+import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from helpers import Tree
+from mcp_client import INIT_2025, spawn_stdio
 from sandboxfs.binding import syscalls
+from sandboxfs.cli.arguments import EXIT_USAGE
+from sandboxfs.cli.main import main
 from sandboxfs.core import seccomp
 
 #: The calls issue 28 names; the server's filter must deny each one.
@@ -313,3 +319,62 @@ def test_a_typo_in_a_rule_is_an_error_never_a_skipped_rule() -> None:
     bad = seccomp.Filter("bad", (seccomp.Rule("exceve", seccomp.DENY),), seccomp.ALLOW)
     with pytest.raises(ValueError, match=r"not in native/syscalls\.txt"):
         bad.program()
+
+
+def test_no_and_require_contradict_each_other(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--no-seccomp", "--require-seccomp", "DIR"]) == EXIT_USAGE
+    assert "--no-seccomp and --require-seccomp contradict each other" in capsys.readouterr().err
+
+
+def _seccomp_mode(pid: int) -> str:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("Seccomp:"):
+            return line.split()[1]
+    return "?"
+
+
+@pytest.mark.parametrize(
+    ("option", "mode", "logged"),
+    [
+        ("--require-seccomp", "2", "seccomp: server (sockets: none) filter applied"),
+        ("--no-seccomp", "0", "Warning: seccomp disabled (--no-seccomp)"),
+    ],
+)
+def test_the_server_and_its_parser_are_filtered_unless_told_not_to(
+    tree: Tree, option: str, mode: str, logged: str
+) -> None:
+    _needs_seccomp()
+    server = spawn_stdio(option, str(tree.root))
+    assert server.stdin is not None and server.stdout is not None and server.stderr is not None
+    try:
+        server.stdin.write((INIT_2025 + "\n").encode())
+        server.stdin.flush()
+        assert json.loads(server.stdout.readline())["id"] == 0  # serving: filtered by now
+        assert _seccomp_mode(server.pid) == mode
+        [supervisor] = _children_of(server.pid)  # code_map's parse supervisor
+        deadline = time.monotonic() + 60  # a generous bound: wait for its first helpers
+        while len(_children_of(supervisor)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        helpers = _children_of(supervisor)
+        assert len(helpers) >= 2  # forked once it is confined
+        assert [_seccomp_mode(p) for p in (supervisor, *helpers)] == [mode] * (1 + len(helpers))
+    finally:
+        server.stdin.close()
+        server.wait(timeout=60)
+        log = server.stderr.read().decode()
+        server.stdout.close()
+        server.stderr.close()
+    assert logged in log
+
+
+def _children_of(pid: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields = Path(f"/proc/{entry}/stat").read_text().rpartition(")")[2].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid and fields[0] != "Z":
+                found.append(int(entry))
+    return found
