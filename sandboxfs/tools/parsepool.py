@@ -23,6 +23,7 @@ helper is left.  Safe to share between threads.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import errno
 import math
@@ -288,4 +289,5 @@ def shared(cpu_seconds: float) -> ParserPool:
     with _shared_lock:
         if _shared is None:
             _shared = ParserPool.start(cpu_seconds=cpu_seconds)
+            atexit.register(_shared.close)
         return _shared
