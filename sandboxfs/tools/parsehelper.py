@@ -15,9 +15,10 @@ itself, irreversibly, in this order:
 * a seccomp allow-list (:func:`sandboxfs.core.seccomp.supervisor_filter`):
   anything else kills it.
 
-It forks the first helpers (which compile the queries they need), compiles every
-query (so that later helpers have them all), then forks **helpers** on the
-server's request and, once a helper says it is
+It forks the first helpers (which compile the queries they need), and on the
+server's first request compiles every query (so that later helpers have them
+all, and the first call's parses do not share the processors with it); it forks
+**helpers** on the server's request and, once a helper says it is
 confined, hands its socket to the server over the control socket.  A helper
 closes every descriptor but that socket (stdin, stdout and stderr become
 ``/dev/null``), sets ``RLIMIT_CPU`` (``--cpu-seconds``), and adds its own filter
@@ -210,39 +211,41 @@ def supervise(control: socket.socket, settings: argparse.Namespace) -> None:
     children: set[int] = set()
     poller = select.poll()
     poller.register(control.fileno(), select.POLLIN)
-    pending = b""
     try:
         for _ in range(settings.spare):
             _spawn(control, children, settings)
-        prepare()  # the first helpers compile what they need; the next ones have it all
+        compiled = False  # the first helpers compile what they need, while it waits
         while True:
             events = poller.poll(5000)
             _reap(children)
             if not events:
                 continue
-            data = control.recv(COMMAND.size * 64)
-            if not data:
+            command = control.recv(COMMAND.size)  # a SOCK_SEQPACKET message: one command
+            if not command:
                 return
-            pending += data
-            while len(pending) >= COMMAND.size:
-                op, pid = COMMAND.unpack_from(pending)
-                pending = pending[COMMAND.size :]
-                if op == SPAWN:
-                    _spawn(control, children, settings)
-                elif op == KILL and pid in children:
-                    os.kill(pid, signal.SIGKILL)
-                    os.waitpid(pid, 0)
-                    children.discard(pid)
+            if len(command) != COMMAND.size:
+                continue
+            op, pid = COMMAND.unpack(command)
+            if op == SPAWN:
+                if not compiled:  # once, after the first call: later helpers have it all
+                    prepare()
+                    compiled = True
+                _spawn(control, children, settings)
+            elif op == KILL and pid in children:
+                _kill(children, [pid])
     except (BrokenPipeError, ConnectionResetError, ConnectionRefusedError):
         return  # the server is gone
     finally:
-        for pid in children:
-            os.kill(pid, signal.SIGKILL)
-        for _ in children:
-            try:
-                os.waitpid(-1, 0)
-            except ChildProcessError:
-                break
+        _kill(children, list(children))
+
+
+def _kill(children: set[int], pids: list[int]) -> None:
+    """Kill and reap helpers (children not reaped yet: their pids are still theirs)."""
+    for pid in pids:
+        os.kill(pid, signal.SIGKILL)
+    for pid in pids:
+        os.waitpid(pid, 0)
+        children.discard(pid)
 
 
 def confine(settings: argparse.Namespace) -> None:

@@ -227,7 +227,6 @@ class ParserPool:
                 if not taken and not self._asked and self._busy < self.limit:
                     self._asked += 1
                     self._send(SPAWN)
-                self._top_up()
             if taken:
                 return taken
             if broken:
@@ -242,7 +241,8 @@ class ParserPool:
                 return taken
 
     def discard(self, helpers: list[Helper]) -> None:
-        """Kill helpers a call is done with, and ask for fresh ones."""
+        """Kill helpers a call is done with, and ask for fresh ones (only then: while
+        a call parses, the supervisor forks only for a call that found none)."""
         with self._lock:
             for helper in helpers:
                 helper.sock.close()
