@@ -36,6 +36,9 @@ from sandboxfs.tools.codefacts import Parsed
 
 #: A name is set aside once at least this many files, and most of the map, refer to it.
 SET_ASIDE_MIN: Final = 8
+#: Files that may define a name for its references to become edges from file to file
+#: (more: the name is a node of the graph, see _Graph).
+_DIRECT_MAX: Final = 4
 #: PageRank: damping, and when to stop iterating.
 _DAMPING: Final = 0.85
 _TOLERANCE: Final = 1e-9
@@ -93,39 +96,52 @@ def _matches(query: set[str], candidates: Iterable[str]) -> bool:
 
 @final
 class _Graph:
-    """The graph "file A refers to a name file B defines", kept per name instead of
-    per pair of files: a name's references flow into it and out to each file defining
-    it (except back to the referring file itself).  Its size is the number of
-    references plus the number of definitions, never their product: a name that
-    thousands of files define and reference costs no more than its entries."""
+    """The graph "file A refers to a name file B defines".  A name that at most
+    :data:`_DIRECT_MAX` files define gives edges from file to file (merged per pair);
+    one that more define is a node of its own: its references flow into it and out to
+    each file defining it, less what would flow back to the referring file itself.
+    So the graph's size is at most the references times :data:`_DIRECT_MAX` plus the
+    definitions, never references times definitions: a name that thousands of files
+    define and refer to costs no more than its entries."""
 
     def __init__(
         self, sources: Sequence[Source], definers: dict[str, list[int]], set_aside: set[str]
     ) -> None:
+        n = len(sources)
+        #: Direct edges: ``edges[a][b]``, the weight of a -> b.
+        self.edges: list[dict[int, float]] = [{} for _ in range(n)]
+        #: Per reference to a name of few definers: file, name, weight, the others.
+        self.direct: list[tuple[int, str, float, list[int]]] = []
+        #: Per reference to a name of many definers: the file, the name's id, its weight.
         names: dict[str, int] = {}
-        #: Per counted reference: the referring file, the name's id, its weight.
         self.ref_file: list[int] = []
         self.ref_name: list[int] = []
         self.ref_weight: list[float] = []
         own: dict[tuple[int, int], int] = {}  # (file, name id) -> its reference's index
-        out = [0.0] * len(sources)  # each file's total outgoing weight
+        self.out = [0.0] * n  # each file's total outgoing weight
         for a, source in enumerate(sources):
+            edges = self.edges[a]
             for name, count in source.parsed.references.items():
                 found = definers.get(name)
                 if not found or name in set_aside or found == [a]:
                     continue
                 weight = math.sqrt(count) / len(found)  # shared by every file defining it
-                others = len(found) - (1 if a in found else 0)
-                out[a] += weight * others
+                if len(found) <= _DIRECT_MAX:
+                    others = [b for b in found if b != a]
+                    for b in others:
+                        edges[b] = edges.get(b, 0.0) + weight
+                    self.direct.append((a, name, weight, others))
+                    self.out[a] += weight * len(others)
+                    continue
+                self.out[a] += weight * (len(found) - (1 if a in found else 0))
                 ident = names.setdefault(name, len(names))
                 own[a, ident] = len(self.ref_file)
                 self.ref_file.append(a)
                 self.ref_name.append(ident)
                 self.ref_weight.append(weight)
-        self.out = out
         self.names = names
-        #: Per definition of a referenced name: the defining file, the name's id, and
-        #: the index of that file's own reference to it (-1: none).
+        #: Per definition of a name of many definers: the defining file, the name's id,
+        #: and the index of that file's own reference to it (-1: none).
         self.def_file: list[int] = []
         self.def_name: list[int] = []
         self.def_own: list[int] = []
@@ -135,19 +151,56 @@ class _Graph:
                 self.def_name.append(ident)
                 self.def_own.append(own.get((b, ident), -1))
 
-    def spread(self, share: Sequence[float]) -> tuple[list[float], list[float]]:
-        """With ``share[a]`` passed per unit of ``a``'s outgoing weight: what each
-        reference passes, and what flows to each definition (from the other files)."""
+    @property
+    def size(self) -> int:
+        """Entries kept: direct edges, references to and definitions of name nodes."""
+        return sum(map(len, self.edges)) + len(self.ref_file) + len(self.def_file)
+
+    def spread(self, share: Sequence[float]) -> list[float]:
+        """With ``share[a]`` passed per unit of ``a``'s outgoing weight: what flows to
+        each definition of a name node (from the other files)."""
         weight = self.ref_weight
         passed = [share[a] * weight[k] for k, a in enumerate(self.ref_file)]
         pooled = [0.0] * len(self.names)
         for k, ident in enumerate(self.ref_name):
             pooled[ident] += passed[k]
-        flows = [
+        return [
             pooled[ident] - (passed[k] if k >= 0 else 0.0)
             for ident, k in zip(self.def_name, self.def_own, strict=True)
         ]
-        return passed, flows
+
+    def step(self, share: Sequence[float]) -> list[float]:
+        """What each file receives when every file ``a`` passes ``share[a]`` per unit
+        of its outgoing weight."""
+        received = [0.0] * len(share)
+        for a, edges in enumerate(self.edges):
+            passed = share[a]
+            if passed and edges:
+                for b, weight in edges.items():
+                    received[b] += passed * weight
+        if self.def_file:
+            for b, flow in zip(self.def_file, self.spread(share), strict=True):
+                received[b] += flow
+        return received
+
+    def flows(self, share: Sequence[float]) -> list[dict[str, float]]:
+        """What flows to each (file, name) it defines from the files referring to it."""
+        flow: list[dict[str, float]] = [{} for _ in share]
+        for a, name, weight, others in self.direct:
+            passed = share[a] * weight
+            for b in others:
+                flow[b][name] = flow[b].get(name, 0.0) + passed
+        counted = [0] * len(self.names)  # references to each name node
+        for ident in self.ref_name:
+            counted[ident] += 1
+        names = list(self.names)
+        spread = self.spread(share) if self.def_file else []
+        for b, ident, own, value in zip(
+            self.def_file, self.def_name, self.def_own, spread, strict=True
+        ):
+            if counted[ident] - (1 if own >= 0 else 0) > 0:  # another file refers to it
+                flow[b][names[ident]] = value
+        return flow
 
 
 def _pagerank(
@@ -164,10 +217,7 @@ def _pagerank(
             return rank, False
         share = [_DAMPING * rank[a] / out[a] if out[a] else 0.0 for a in range(n)]
         dangling = sum(rank[a] for a in range(n) if not out[a])
-        _, flows = graph.spread(share)
-        new = [0.0] * n
-        for b, flow in zip(graph.def_file, flows, strict=True):
-            new[b] += flow
+        new = graph.step(share)
         restart = 1.0 - _DAMPING + _DAMPING * dangling
         for i in range(n):
             new[i] += restart * start[i]
@@ -213,19 +263,8 @@ class Ranking:
             _pagerank(graph, [x / total for x in start], deadline) if n else ([], True)
         )
         #: What flows to each (file, name): the referring files' rank, shared.
-        self.flow: list[dict[str, float]] = [{} for _ in range(n)]
         share = [self.rank[a] / graph.out[a] if graph.out[a] else 0.0 for a in range(n)]
-        _, flows = graph.spread(share)
-        # Names some other file refers to: how many references each has, and whose.
-        counted = [0] * len(graph.names)
-        for ident in graph.ref_name:
-            counted[ident] += 1
-        names = list(graph.names)
-        for b, ident, own, flow in zip(
-            graph.def_file, graph.def_name, graph.def_own, flows, strict=True
-        ):
-            if counted[ident] - (1 if own >= 0 else 0) > 0:
-                self.flow[b][names[ident]] = flow
+        self.flow: list[dict[str, float]] = graph.flows(share)
 
 
 def _steers(source: Source, query: set[str]) -> bool:
