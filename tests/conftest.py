@@ -10,10 +10,8 @@ import pytest
 
 from helpers import Tree, make_tree, snapshot
 from sandboxfs.binding import syscalls
-from sandboxfs.core import chokepoint, landlock, names, policy
+from sandboxfs.core import chokepoint, landlock, names, policy, seccomp
 from sandboxfs.fs import describe, listings, trees, writes
-from sandboxfs.core import chokepoint, landlock, policy, seccomp
-from sandboxfs.fs import trees, writes
 from sandboxfs.fs.sandbox import Sandbox
 
 
@@ -162,6 +160,8 @@ def _directory_counts_include_hidden_entries() -> None:
     # subdirectories by their raw st_size, whatever the policy hides.
     describe.withholds_directory_counts = lambda policy: False
     listings.withholds_directory_counts = lambda policy: False
+
+
 def _seccomp_filter_allows_what_it_lists() -> None:
     seccomp.Rule.body = lambda self: [(0x06, 0, 0, seccomp.ALLOW)]  # type: ignore[method-assign]
 

@@ -183,7 +183,10 @@ def test_every_limit_has_a_range_and_a_documented_default() -> None:
 
 FLAG_TRANSPORTS = {"stdio": [], "http": ["--http", "127.0.0.1:0"], "unix": ["--unix", "/x.sock"]}
 #: Pairs of flags that contradict each other.
-CONTRADICTIONS = {frozenset({"--no-landlock", "--require-landlock"})}
+CONTRADICTIONS = {
+    frozenset({"--no-landlock", "--require-landlock"}),
+    frozenset({"--no-seccomp", "--require-seccomp"}),
+}
 
 
 def _flag_refusal(flags: tuple[str, ...], transport: str) -> str | None:
@@ -227,6 +230,8 @@ def test_every_flag_and_pair_of_flags_starts_or_is_refused(
             assert getattr(decided, attribute) is True, flag
     assert ("--no-landlock" in flags) == (decided.landlock == "off")
     assert ("--require-landlock" in flags) == (decided.landlock == "require")
+    assert ("--no-seccomp" in flags) == (decided.seccomp == "off")
+    assert ("--require-seccomp" in flags) == (decided.seccomp == "require")
 
 
 # -- every combination of modes ----------------------------------------------------------

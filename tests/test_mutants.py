@@ -71,6 +71,7 @@ KILLED_BY = {
     "drop-the-policy-of-client-roots": (
         "tests/test_config.py::test_client_roots_carry_the_rules_given_without_directories"
         "[policy-file]"
+    ),
     "seccomp-filter-allows-what-it-lists": (
         "tests/test_seccomp.py::test_every_denied_call_is_refused_by_the_filter_alone"
     ),

@@ -46,6 +46,14 @@ FLAGS: Final[dict[str, tuple[str, str]]] = {
         "require_landlock",
         "refuse to start unless Landlock covers everything that may be served",
     ),
+    "--no-seccomp": (
+        "no_seccomp",
+        "do not filter syscalls with seccomp (the server and its code parser)",
+    ),
+    "--require-seccomp": (
+        "require_seccomp",
+        "refuse to start if the kernel cannot filter syscalls with seccomp",
+    ),
     "--json-response": (
         "json_response",
         "answer HTTP requests with JSON bodies instead of SSE streams",
@@ -193,6 +201,8 @@ class Arguments:
     no_xdev: bool = False
     no_landlock: bool = False
     require_landlock: bool = False
+    no_seccomp: bool = False
+    require_seccomp: bool = False
     json_response: bool = False
     allow_weak_tokens: bool = False
     http: str | None = None

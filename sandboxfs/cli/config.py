@@ -75,6 +75,9 @@ class Config:
     rules: Rules
     roots: RootsRule
     landlock: LandlockRule
+    #: The seccomp layer (the server's filter and code_map's parse helpers'): the same
+    #: three rules as Landlock's.
+    seccomp: LandlockRule
     read_only: bool
     no_xdev: bool
     limits: Limits
@@ -146,7 +149,8 @@ class Config:
             return (
                 f"Configuration: tenants front on {self.endpoint.describe()}: "
                 f"{len(self.tenants.by_name)} tenant(s) ({names}), each served by its own "
-                f"worker with its own directories and rules; {_landlock(self.landlock)}"
+                f"worker with its own directories and rules; {_landlock(self.landlock)}; "
+                f"{_seccomp(self.seccomp)}"
             )
         if self.endpoint is None:
             parts = ["stdio"]
@@ -164,6 +168,7 @@ class Config:
             parts.append("Landlock: not applied (the client's Roots decide the directories)")
         else:
             parts.append(_landlock(self.landlock))
+        parts.append(_seccomp(self.seccomp))
         return "Configuration: " + "; ".join(parts)
 
 
@@ -192,6 +197,14 @@ def _landlock(rule: LandlockRule) -> str:
     }[rule]
 
 
+def _seccomp(rule: LandlockRule) -> str:
+    return {
+        "off": "seccomp: off (--no-seccomp)",
+        "try": "seccomp: applied where the kernel has it (a warning otherwise)",
+        "require": "seccomp: required",
+    }[rule]
+
+
 def build(args: Arguments, environ: Mapping[str, str]) -> Config:
     """Decide the whole configuration, or raise Refused."""
     switches = environment.test_switches(environ)
@@ -205,6 +218,7 @@ def build(args: Arguments, environ: Mapping[str, str]) -> Config:
         rules=Rules(tuple(args.hide), tuple(args.protect), tuple(args.presets)),
         roots="unused",
         landlock="off" if args.no_landlock else ("require" if args.require_landlock else "try"),
+        seccomp="off" if args.no_seccomp else ("require" if args.require_seccomp else "try"),
         read_only=args.read_only,
         no_xdev=args.no_xdev,
         limits=args.limits,
@@ -230,6 +244,8 @@ def build(args: Arguments, environ: Mapping[str, str]) -> Config:
 def _check_modes(args: Arguments) -> None:
     if args.no_landlock and args.require_landlock:
         raise Refused("--no-landlock and --require-landlock contradict each other")
+    if args.no_seccomp and args.require_seccomp:
+        raise Refused("--no-seccomp and --require-seccomp contradict each other")
     if args.http is not None and args.unix is not None:
         raise Refused("--http and --unix cannot be combined; run two servers")
     if not args.serves_http:
@@ -285,7 +301,14 @@ def _tenants(args: Arguments, base: Config, environ: Mapping[str, str]) -> Confi
 
 
 #: Options of the front that every tenant's worker is started with too.
-WORKER_FLAGS: Final = ("--no-xdev", "--no-landlock", "--require-landlock", "--json-response")
+WORKER_FLAGS: Final = (
+    "--no-xdev",
+    "--no-landlock",
+    "--require-landlock",
+    "--no-seccomp",
+    "--require-seccomp",
+    "--json-response",
+)
 #: The bearer token the checks of a worker's command line assume (the front draws
 #: a random one for each worker).
 WORKER_TOKEN_STAND_IN: Final = "stand-in-for-the-worker-token-0123456789"  # noqa: S105

@@ -18,14 +18,15 @@ from sandboxfs.binding.syscalls import TEST_OPENAT2_ERRNO_ENV
 from sandboxfs.cli.arguments import EXIT_FAILED, Arguments, Refused
 from sandboxfs.core.watch import TEST_STALL_ENV
 from sandboxfs.fs.workspaces import WORKSPACE_ID_ENV, check_name
+from sandboxfs.tools.parsewire import TEST_ABORT_ENV
 from sandboxfs.transports.credentials import WeakCredential, check_token, read_token_file
 from sandboxfs.transports.sidecar import TOKEN_ENV, Endpoint
 
 #: The test-only switches the server knows.  None of them widens what it serves:
-#: each makes it stricter (a simulated kernel without openat2) or slower (a stalled
-#: step).  Any other SANDBOXFS_TEST_* variable is refused at startup (what a test
-#: must weaken lives in the tests).
-TEST_SWITCHES: Final = frozenset({TEST_OPENAT2_ERRNO_ENV, TEST_STALL_ENV})
+#: each makes it stricter (a simulated kernel without openat2, a code parser that
+#: aborts on marked files) or slower (a stalled step).  Any other SANDBOXFS_TEST_*
+#: variable is refused at startup (what a test must weaken lives in the tests).
+TEST_SWITCHES: Final = frozenset({TEST_OPENAT2_ERRNO_ENV, TEST_STALL_ENV, TEST_ABORT_ENV})
 
 
 def test_switches(environ: Mapping[str, str]) -> tuple[str, ...]:

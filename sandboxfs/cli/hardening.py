@@ -17,7 +17,8 @@ import socket
 import sys
 from typing import NoReturn
 
-from sandboxfs.cli.arguments import EXIT_FAILED, Arguments
+from sandboxfs.cli.config import Config
+from sandboxfs.cli.exits import EXIT_FAILED
 from sandboxfs.core import seccomp
 from sandboxfs.tools import parsepool
 
@@ -29,15 +30,15 @@ def _fail(message: str) -> NoReturn:
     raise SystemExit(EXIT_FAILED)
 
 
-def _check_seccomp(args: Arguments) -> bool:
+def _check_seccomp(config: Config) -> bool:
     """Whether seccomp filters will be applied; fails with --require-seccomp where the
     kernel cannot filter, warns (once) where it cannot and nobody required it."""
-    if args.no_seccomp:
+    if config.seccomp == "off":
         return False
     reason = seccomp.unavailable_reason()
     if reason is None:
         return True
-    if args.require_seccomp:
+    if config.seccomp == "require":
         _fail(f"--require-seccomp: {reason}")
     log.warning(
         "WARNING: %s: no seccomp filter on the server or its code parser "
@@ -47,14 +48,14 @@ def _check_seccomp(args: Arguments) -> bool:
     return False
 
 
-def start_parsers(args: Arguments) -> None:
+def start_parsers(config: Config) -> None:
     """Start code_map's parse supervisor and make it this process's parser."""
-    filtered = _check_seccomp(args)
+    filtered = _check_seccomp(config)
     try:
         pool = parsepool.ParserPool.start(
-            cpu_seconds=args.limits.search_seconds,
+            cpu_seconds=config.limits.search_seconds,
             seccomp=filtered,
-            require_seccomp=args.require_seccomp,
+            require_seccomp=config.seccomp == "require",
         )
     except OSError as exc:
         _fail(f"cannot start code_map's parse helpers: {exc.strerror or exc}")
@@ -68,32 +69,32 @@ def start_parsers(args: Arguments) -> None:
     )
 
 
-def _apply(args: Arguments, policy: seccomp.Filter, what: str) -> None:
-    if args.no_seccomp:
+def _apply(config: Config, policy: seccomp.Filter, what: str) -> None:
+    if config.seccomp == "off":
         log.warning("Warning: seccomp disabled (--no-seccomp): %s makes any syscall", what)
         return
     try:
         status = seccomp.apply(policy)
     except (OSError, ValueError) as exc:
-        if args.require_seccomp:
+        if config.seccomp == "require":
             _fail(f"cannot apply seccomp to {what}: {exc}")
         log.warning("WARNING: seccomp could not be applied to %s (%s)", what, exc)
         return
     if not status.enforced:  # _check_seccomp warned already, or fails with --require
-        if args.require_seccomp:
+        if config.seccomp == "require":
             _fail(f"--require-seccomp: {status.detail}")
         return
     log.info("%s", status.detail)
 
 
-def confine_server(args: Arguments, listener: socket.socket | None) -> None:
+def confine_server(config: Config, listener: socket.socket | None) -> None:
     """The serving process's filter: sockets only of the listener's family (none
     over stdio)."""
     families = () if listener is None else (listener.family,)
-    _apply(args, seccomp.server_filter(families), "the server")
+    _apply(config, seccomp.server_filter(families), "the server")
 
 
-def confine_front(args: Arguments, listener: socket.socket) -> None:
+def confine_front(config: Config, listener: socket.socket) -> None:
     """The tenants' front's filter (it starts workers: execve stays allowed)."""
-    _check_seccomp(args)
-    _apply(args, seccomp.front_filter((listener.family,)), "the front")
+    _check_seccomp(config)
+    _apply(config, seccomp.front_filter((listener.family,)), "the front")

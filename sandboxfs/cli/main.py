@@ -25,6 +25,7 @@ import trio
 
 from sandboxfs import __version__
 from sandboxfs.binding.syscalls import Openat2Unavailable, probe_openat2, set_mmap_threshold
+from sandboxfs.cli import hardening
 from sandboxfs.cli.arguments import (
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -149,6 +150,7 @@ def serve(config: Config) -> int:
         from sandboxfs.cli.tenants import serve_tenants  # noqa: PLC0415
 
         return serve_tenants(config)
+    hardening.start_parsers(config)  # before any allowed directory is opened
     roots = _open_roots(config.directories)
     # Everything that needs the filesystem or the network outside the allowed
     # directories happens before Landlock: the wire, the audit log, user names.
@@ -182,6 +184,7 @@ def _serve(
     # Landlock covers BASE as a whole (sessions appear after it is applied).
     confined = roots if workspaces is None else [workspaces.base.root, *roots]
     landlocked = _apply_landlock(confined, config)
+    hardening.confine_server(config, listener)  # seccomp: the third layer
     access = access_control(config, roots, landlocked=landlocked)
     if workspaces is not None:
         access = (

@@ -15,6 +15,7 @@ from dataclasses import replace
 import trio
 
 from sandboxfs import __version__
+from sandboxfs.cli import hardening
 from sandboxfs.cli.arguments import EXIT_OK
 from sandboxfs.cli.config import Config
 from sandboxfs.cli.startup import fail, listen_on
@@ -48,6 +49,7 @@ def serve_tenants(config: Config) -> int:
     )
     log.info("sandboxfs %s: tenants front; workers' sockets in %s", __version__, settings.rundir)
     _confine_front(config)
+    hardening.confine_front(config, listener)
     path = config.tenants_file or ""
     trio.run(serve_front, listener, sidecar, path, config.tenants, settings)
     return EXIT_OK
