@@ -17,6 +17,7 @@ from typing import Final, final
 
 from sandboxfs.fs.limits import LIMIT_HELP, Limits
 from sandboxfs.fs.workspaces import check_name
+from sandboxfs.transports.connections import MAX_SEND_TIMEOUT, SEND_TIMEOUT
 from sandboxfs.transports.sidecar import Endpoint
 
 #: Exit statuses, as ``sandboxfs --help`` documents them.
@@ -25,6 +26,8 @@ EXIT_OK: Final = 0
 EXIT_FAILED: Final = 1
 #: The command line cannot be used.
 EXIT_USAGE: Final = 2
+#: Interrupted (Ctrl-C, SIGINT): 128 + the signal's number, as shells report it.
+EXIT_INTERRUPTED: Final = 130
 
 #: Boolean flags: option -> (attribute, help).
 FLAGS: Final[dict[str, tuple[str, str]]] = {
@@ -67,6 +70,12 @@ VALUE_OPTIONS: Final[dict[str, tuple[str, str, str, bool]]] = {
         "shutdown_grace",
         "SECONDS",
         "on SIGTERM, time calls in flight get to finish (HTTP) [10]",
+        False,
+    ),
+    "--send-timeout": (
+        "send_timeout",
+        "SECONDS",
+        "cut off a client that takes no part of its answer for this long (HTTP) [30]",
         False,
     ),
     "--audit-log": (
@@ -114,6 +123,12 @@ VALUE_OPTIONS: Final[dict[str, tuple[str, str, str, bool]]] = {
         "serve each tenant of a TOML file its own directories, in its own process (HTTP)",
         False,
     ),
+    "--run-dir": (
+        "run_dir",
+        "DIR",
+        "with --tenants: make the workers' socket directory in DIR [$XDG_RUNTIME_DIR, /tmp]",
+        False,
+    ),
 }
 
 #: What a tenants file gives each tenant: refused beside --tenants.
@@ -138,6 +153,7 @@ HTTP_ONLY: Final = (
     "--allowed-origin",
     "--shutdown-grace",
     "--json-response",
+    "--send-timeout",
 )
 LOG_LEVELS: Final = ("warning", "info", "debug")
 
@@ -181,6 +197,7 @@ class Arguments:
     allowed_hosts: list[str] = field(default_factory=list)
     allowed_origins: list[str] = field(default_factory=list)
     shutdown_grace: float = 10.0
+    send_timeout: float = SEND_TIMEOUT
     audit_log: str = "-"
     log_level: str = "info"
     workspaces: str | None = None
@@ -190,6 +207,7 @@ class Arguments:
     presets: list[str] = field(default_factory=list)
     policy_file: str | None = None
     tenants: str | None = None
+    run_dir: str | None = None
     limits: Limits = field(default_factory=Limits)
     show_help: bool = False
     show_version: bool = False
@@ -272,6 +290,13 @@ def _set_value(
     if option == "--shutdown-grace":
         args.shutdown_grace = float(_number(option, value, float))
         return
+    if option == "--send-timeout":
+        args.send_timeout = float(_number(option, value, float))
+        if not 0 < args.send_timeout <= MAX_SEND_TIMEOUT:  # (nan too)
+            raise UsageError(
+                f"--send-timeout must be from 0 (excluded) to {MAX_SEND_TIMEOUT:g}, got {value}"
+            )
+        return
     if option == "--log-level" and value not in LOG_LEVELS:
         raise UsageError(f"--log-level must be one of {', '.join(LOG_LEVELS)}, got {value!r}")
     attribute, _, _, repeatable = VALUE_OPTIONS[option]
@@ -303,6 +328,8 @@ def _check_combinations(args: Arguments) -> None:
     if args.tenants is not None:
         _check_tenants(args)
         return
+    if args.run_dir is not None:
+        raise UsageError("--run-dir only applies with --tenants (it holds the workers' sockets)")
     _check_directories(args)
     _check_workspaces(args)
 
@@ -395,5 +422,6 @@ def help_text() -> str:
         f"  {EXIT_OK}  the server ran and stopped (end of input, or SIGTERM over HTTP)",
         f"  {EXIT_FAILED}  it could not start or could not operate (stderr says why)",
         f"  {EXIT_USAGE}  the command line cannot be used",
+        f"  {EXIT_INTERRUPTED}  interrupted (Ctrl-C)",
     ]
     return "\n".join(lines)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
@@ -28,6 +29,7 @@ from sandboxfs.binding.syscalls import (
 )
 from sandboxfs.cli.arguments import (
     EXIT_FAILED,
+    EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_USAGE,
     Arguments,
@@ -48,7 +50,7 @@ from sandboxfs.session.auditlog import AuditLog
 from sandboxfs.session.server import SandboxfsServer, ServerOptions
 from sandboxfs.session.workspaces import WorkspaceSessions
 from sandboxfs.tools.accounts import Accounts
-from sandboxfs.transports.front import make_rundir, serve_front
+from sandboxfs.transports.front import RunDirError, make_rundir, remove_rundir, serve_front
 from sandboxfs.transports.sidecar import TOKEN_ENV, Endpoint, SidecarOptions, listen, serve_http
 from sandboxfs.transports.stdio import serve_stdio, take_stdio
 from sandboxfs.transports.tenants import TenantsError, hash_token, load_tenants
@@ -194,7 +196,10 @@ def serve(args: Arguments) -> int:
     )
     if sidecar is not None and listener is not None:
         server = SandboxfsServer(options, access)
-        trio.run(serve_http, server, listener, sidecar)
+        stopped_by = trio.run(serve_http, server, listener, sidecar)
+        if stopped_by == signal.SIGINT:  # drained like SIGTERM, but Ctrl-C says so
+            print("sandboxfs: interrupted", file=sys.stderr, flush=True)
+            return EXIT_INTERRUPTED
         return 0
     assert wire is not None
     server = SandboxfsServer(options, access)
@@ -361,6 +366,7 @@ def _sidecar_options(args: Arguments) -> SidecarOptions:
         json_response=args.json_response,
         max_body=args.limits.line_bytes,
         grace_seconds=args.shutdown_grace,
+        send_timeout=args.send_timeout,
     )
 
 
@@ -413,26 +419,41 @@ def _serve_tenants(args: Arguments) -> int:
     except TenantsError as exc:
         _fail(str(exc))
     assert args.endpoint is not None
-    listener, endpoint = _listen(args.endpoint)
-    sidecar = SidecarOptions(
-        endpoint=endpoint,
-        token=None,  # each tenant's, from the tenants file
-        allowed_hosts=tuple(args.allowed_hosts),
-        allowed_origins=tuple(args.allowed_origins),
-        json_response=args.json_response,
-        max_body=args.limits.line_bytes,
-        grace_seconds=args.shutdown_grace,
-    )
-    passed = [option for option in WORKER_OPTIONS if option in args.given]
-    settings = WorkerSettings(
-        rundir=make_rundir(),
-        log_level=args.log_level,
-        options=tuple(passed),
-        grace_seconds=args.shutdown_grace,
-    )
-    log.info("sandboxfs %s: tenants front; workers' sockets in %s", __version__, settings.rundir)
-    _confine_front(args)
-    trio.run(serve_front, listener, sidecar, args.tenants or "", tenants, settings)
+    try:
+        rundir = make_rundir(args.run_dir)
+    except RunDirError as exc:
+        _fail(str(exc))
+    try:
+        listener, endpoint = _listen(args.endpoint)
+        sidecar = SidecarOptions(
+            endpoint=endpoint,
+            token=None,  # each tenant's, from the tenants file
+            allowed_hosts=tuple(args.allowed_hosts),
+            allowed_origins=tuple(args.allowed_origins),
+            json_response=args.json_response,
+            max_body=args.limits.line_bytes,
+            grace_seconds=args.shutdown_grace,
+            send_timeout=args.send_timeout,
+        )
+        passed = [option for option in WORKER_OPTIONS if option in args.given]
+        settings = WorkerSettings(
+            rundir=rundir,
+            log_level=args.log_level,
+            options=tuple(passed),
+            grace_seconds=args.shutdown_grace,
+        )
+        log.info("sandboxfs %s: tenants front; workers' sockets in %s", __version__, rundir)
+        _confine_front(args)
+        stopped_by = trio.run(serve_front, listener, sidecar, args.tenants or "", tenants, settings)
+    except (KeyboardInterrupt, BaseExceptionGroup) as exc:
+        if isinstance(exc, BaseExceptionGroup) and exc.subgroup(KeyboardInterrupt) is None:
+            raise
+        stopped_by = signal.SIGINT  # Ctrl-C before the front took its signals over
+    finally:
+        remove_rundir(rundir)  # (serve_front removed it already, unless it never ran)
+    if stopped_by == signal.SIGINT:
+        print("sandboxfs: interrupted", file=sys.stderr, flush=True)
+        return EXIT_INTERRUPTED
     return EXIT_OK
 
 

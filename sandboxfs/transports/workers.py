@@ -33,6 +33,7 @@ from typing import Final, final
 
 import trio
 
+from sandboxfs.transports.connections import SEND_TIMEOUT
 from sandboxfs.transports.tenants import Tenant, changed
 
 log = logging.getLogger("sandboxfs")
@@ -59,6 +60,9 @@ class WorkerSettings:
     options: tuple[str, ...] = ()
     #: On stop: how long a worker gets to finish after SIGTERM before SIGKILL.
     grace_seconds: float = 10.0
+    #: The worker's --send-timeout: longer than the front's, so that a worker never
+    #: cuts off the front while the front waits on a slow client within its own.
+    send_timeout: float = 2 * SEND_TIMEOUT
 
 
 @final
@@ -75,6 +79,8 @@ class Worker:
         self.up = False
         self.given_up = False
         self.starts = 0
+        #: Drop the worker's log lines instead of relaying them (stopping on Ctrl-C).
+        self.quiet = False
         self._ready = trio.Event()
         self._stopping = False
         self._process: subprocess.Popen[bytes] | None = None
@@ -84,6 +90,7 @@ class Worker:
         """The worker's command line (on the tether)."""
         server = [sys.executable, "-m", "sandboxfs", "--unix", self.socket]
         server += ["--log-level", self.settings.log_level, *self.settings.options]
+        server += ["--send-timeout", f"{self.settings.send_timeout:g}"]
         server += self.tenant.options()
         tether = [sys.executable, "-m", "sandboxfs.transports.tether", str(os.getpid())]
         return [*tether, "--", *server]
@@ -147,6 +154,7 @@ class Worker:
             stderr=subprocess.PIPE,
             env=env,
             close_fds=True,
+            start_new_session=True,  # signals to the front's process group stay the front's
         )
         self._process = process
         self.pid = process.pid
@@ -214,10 +222,12 @@ class Worker:
                 if len(pending) > _MAX_LINE:  # a line that never ends: shown in parts
                     lines.append(pending)
                     pending = b""
+                if self.quiet:
+                    continue
                 for line in lines:
                     sys.stderr.buffer.write(prefix + line + b"\n")
                 sys.stderr.buffer.flush()
-        if pending:
+        if pending and not self.quiet:
             sys.stderr.buffer.write(prefix + pending + b"\n")
             sys.stderr.buffer.flush()
 
@@ -287,10 +297,22 @@ class Workers:
                 worker.tenant = tenant  # the same worker; the new token
         log.info("tenants: %s", ", ".join(sorted(tenants)) or "none")
 
-    async def stop(self) -> None:
-        """Stop every worker."""
+    def unserved(self) -> str | None:
+        """Which tenants are not being served right now (a worker starting, restarting
+        or given up), counted in one line; None when every one is."""
+        down = [worker for worker in self.by_name.values() if not worker.up]
+        if not down:
+            return None
+        given_up = sum(worker.given_up for worker in down)
+        what = f"{len(down)} of {len(self.by_name)} tenants not served"
+        return f"{what} ({given_up} given up after failed starts)" if given_up else what
+
+    async def stop(self, *, quiet: bool = False) -> None:
+        """Stop every worker (``quiet``: without relaying what they log meanwhile)."""
         workers = list(self.by_name.values())
         self.by_name.clear()
+        for worker in workers:
+            worker.quiet = quiet
         await _stop_all(workers)
 
 
