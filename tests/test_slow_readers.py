@@ -26,6 +26,8 @@ import pytest
 from sidecar_helpers import TOKEN, Sidecar, sidecar
 from test_tenants import TOKEN_A, front
 
+from sandboxfs.cli.main import main
+
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 
 MiB = 1024 * 1024
@@ -182,3 +184,23 @@ def test_the_front_holds_a_chunk_at_most_and_cuts_off_a_reader_that_does_not(
         expected = (LINE * (SIZE // len(LINE))).decode()
         assert read_whole(f.port, TOKEN_A, str(big)) == expected
         assert f.pid("a") == worker  # the same worker all along
+
+
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ("nan", "--send-timeout must be from 0 (excluded) to 3600, got nan"),
+        ("inf", "--send-timeout must be from 0 (excluded) to 3600, got inf"),
+        ("3601", "--send-timeout must be from 0 (excluded) to 3600, got 3601"),
+        ("0", "--send-timeout must be positive"),
+        ("-1", "--send-timeout must be positive"),
+        ("soon", "--send-timeout needs a number"),
+    ],
+)
+def test_a_send_timeout_is_a_finite_number_of_seconds(
+    value: str, problem: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["--http", "127.0.0.1:1", "--send-timeout", value, str(tmp_path)]) == 2
+    assert problem in capsys.readouterr().err
+    assert main(["--send-timeout", "5", str(tmp_path)]) == 2  # stdio: no effect, refused
+    assert "--send-timeout only applies when serving HTTP" in capsys.readouterr().err

@@ -26,12 +26,13 @@ from sidecar_helpers import free_port, wait_healthy
 from test_tenants import TOKEN_A, Front, _alive, _wait, tenants_toml
 
 from mcp_client import SERVER, server_env
+from sandboxfs.cli.main import main
 from sandboxfs.transports.tenants import hash_token
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 
 
-def _can_unshare() -> bool:
+def can_unshare() -> bool:
     if os.geteuid() != 0:
         return False
     probe = ["unshare", "-m", "--propagation", "private", "sh", "-c", "mount --bind / /mnt"]
@@ -42,7 +43,7 @@ def _can_unshare() -> bool:
 
 
 needs_mount_namespace = pytest.mark.skipif(
-    not _can_unshare(), reason="needs root and unshare -m (a private mount namespace)"
+    not can_unshare(), reason="needs root and unshare -m (a private mount namespace)"
 )
 
 
@@ -177,3 +178,10 @@ def test_ctrl_c_stops_the_workers_removes_the_run_directory_and_exits_130(
     assert said == "sandboxfs: interrupted\n", said
     _wait(lambda: not _alive(worker))
     assert not os.path.exists(rundir)
+
+
+def test_run_dir_only_applies_with_tenants(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["--http", "127.0.0.1:1", "--run-dir", str(tmp_path), str(tmp_path)]) == 2
+    assert "--run-dir only applies with --tenants" in capsys.readouterr().err
