@@ -219,7 +219,7 @@ def test_the_tenants_command_line_serves_under_a_read_only_tmp(tmp_path: Path) -
         assert front.text(TOKEN_A, "read_text_file", path=str(served / "hello.txt")) == (
             "hello alice\n"
         )
-        assert f"workers' sockets in {run_volume}/sandboxfs-tenants-" in log.read_text()
+        assert f"workers' sockets in {run_volume}/sandboxfs-" in log.read_text()
     finally:
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=60) == 0

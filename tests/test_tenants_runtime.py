@@ -27,6 +27,7 @@ from test_tenants import TOKEN_A, Front, _alive, _wait, tenants_toml
 
 from mcp_client import SERVER, server_env
 from sandboxfs.cli.main import main
+from sandboxfs.transports.front import MAX_RUNDIR_BASE, RunDirError, make_rundir
 from sandboxfs.transports.tenants import hash_token
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
@@ -125,7 +126,7 @@ def _rundir(f: Front) -> str:
 @needs_mount_namespace
 @pytest.mark.parametrize("where", ["--run-dir", "XDG_RUNTIME_DIR"])
 def test_tenants_are_served_under_a_read_only_tmp(tmp_path: Path, where: str) -> None:
-    volume = tmp_path / "volume"
+    volume = tmp_path / "v"  # short: a unix socket path is short
     volume.mkdir()
     port = free_port()
     extra = ("--run-dir", str(volume)) if where == "--run-dir" else ()
@@ -135,7 +136,7 @@ def test_tenants_are_served_under_a_read_only_tmp(tmp_path: Path, where: str) ->
         assert "Traceback" not in f.log_text()
         assert f.text(TOKEN_A, "read_text_file", path=str(f.a / "a.txt")).startswith("served")
         rundir = _rundir(f)
-        assert rundir.startswith(f"{volume}/sandboxfs-tenants-")
+        assert rundir.startswith(f"{volume}/sandboxfs-")
         f.process.send_signal(signal.SIGTERM)
         assert f.process.wait(timeout=60) == 0
     # The namespace (and its tmpfs) went with the front: the directory was in there.
@@ -170,7 +171,7 @@ def test_ctrl_c_stops_the_workers_removes_the_run_directory_and_exits_130(
     with started(tmp_path, command, _environment(), port, new_session=True) as f:
         worker = f.pid("a")
         rundir = _rundir(f)
-        assert os.listdir(rundir) == ["a.sock"]
+        assert os.listdir(rundir) == ["1.sock"]
         before = len(f.log_text())
         os.killpg(f.process.pid, signal.SIGINT)  # what a terminal's Ctrl-C does
         assert f.process.wait(timeout=60) == 130
@@ -185,3 +186,22 @@ def test_run_dir_only_applies_with_tenants(
 ) -> None:
     assert main(["--http", "127.0.0.1:1", "--run-dir", str(tmp_path), str(tmp_path)]) == 2
     assert "--run-dir only applies with --tenants" in capsys.readouterr().err
+
+
+def test_the_run_directory_fits_a_unix_socket_address(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker's socket is RUNDIR/N.sock, and a unix socket's path has 107 bytes: a
+    base too long for it is refused with --run-dir, and passed over otherwise."""
+    deep = tmp_path / ("d" * (MAX_RUNDIR_BASE - len(str(tmp_path))))
+    deep.mkdir()
+    with pytest.raises(RunDirError, match=r"too long a path for the workers' unix sockets"):
+        make_rundir(str(deep))
+    fits = tmp_path / "run"
+    fits.mkdir()
+    made = make_rundir(str(fits))
+    assert len(os.fsencode(f"{made}/9999999999.sock")) <= 107
+    assert os.stat(made).st_mode & 0o777 == 0o700
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(deep))
+    monkeypatch.setenv("TMPDIR", str(fits))
+    assert os.path.dirname(make_rundir()) == str(fits)  # the next place that fits

@@ -31,6 +31,7 @@ interrupted).
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import logging
 import math
@@ -83,7 +84,10 @@ _HOP_RESPONSE: Final = frozenset(
 )
 _CHUNK: Final = 64 * 1024
 #: What the workers' socket directories are called (a random suffix follows).
-RUNDIR_PREFIX: Final = "sandboxfs-tenants-"
+RUNDIR_PREFIX: Final = "sandboxfs-"
+#: The longest directory the run directory can be made in: a worker's socket path,
+#: BASE/sandboxfs-XXXXXXXX/N.sock, must fit a unix socket address (107 bytes).
+MAX_RUNDIR_BASE: Final = 107 - len(f"/{RUNDIR_PREFIX}XXXXXXXX/9999999999.sock")
 
 
 class _WorkerFailed(Exception):
@@ -307,7 +311,7 @@ def make_rundir(given: str | None = None) -> str:
     ``--run-dir``).  Never the working directory, which may be a served one."""
     if given is not None:
         try:
-            return tempfile.mkdtemp(prefix=RUNDIR_PREFIX, dir=given)
+            return _make_in(given)
         except OSError as exc:
             raise RunDirError(
                 f"--run-dir {given}: cannot make the workers' socket directory there: "
@@ -316,13 +320,22 @@ def make_rundir(given: str | None = None) -> str:
     tried = []
     for base in _rundir_bases():
         try:
-            return tempfile.mkdtemp(prefix=RUNDIR_PREFIX, dir=base)
+            return _make_in(base)
         except OSError as exc:
             tried.append(f"{base}: {exc.strerror or exc}")
     raise RunDirError(
         f"nowhere to make the workers' socket directory ({'; '.join(tried)}): give "
         "--run-dir DIR, a writable directory (in a pod, an emptyDir volume)"
     )
+
+
+def _make_in(base: str) -> str:
+    if len(os.fsencode(os.path.abspath(base))) > MAX_RUNDIR_BASE:
+        raise OSError(
+            errno.ENAMETOOLONG,
+            f"too long a path for the workers' unix sockets (at most {MAX_RUNDIR_BASE} bytes)",
+        )
+    return os.path.abspath(tempfile.mkdtemp(prefix=RUNDIR_PREFIX, dir=base))
 
 
 #: Where the workers' socket directory is made without --run-dir, after

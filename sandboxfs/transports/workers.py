@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import itertools
 import logging
 import os
 import secrets
@@ -69,10 +70,11 @@ class WorkerSettings:
 class Worker:
     """One tenant's worker: started, watched, restarted, stopped."""
 
-    def __init__(self, tenant: Tenant, settings: WorkerSettings) -> None:
+    def __init__(self, tenant: Tenant, settings: WorkerSettings, number: int) -> None:
         self.tenant = tenant
         self.settings = settings
-        self.socket = os.path.join(settings.rundir, f"{tenant.name}.sock")
+        #: Numbered, not named after the tenant: a unix socket's path is short (108 bytes).
+        self.socket = os.path.join(settings.rundir, f"{number}.sock")
         #: The bearer token the front presents to this worker, and nobody else knows.
         self.secret = secrets.token_hex(32)
         self.pid: int | None = None
@@ -270,6 +272,7 @@ class Workers:
         self.settings = settings
         self._nursery = nursery
         self.by_name: dict[str, Worker] = {}
+        self._numbers = itertools.count(1)
 
     async def apply(self, tenants: Mapping[str, Tenant]) -> None:
         """Start workers for added tenants, stop removed ones', restart those whose
@@ -290,7 +293,7 @@ class Workers:
                 await worker.stop()  # a reload gives it another chance
                 worker = None
             if worker is None:
-                worker = Worker(tenant, self.settings)
+                worker = Worker(tenant, self.settings, next(self._numbers))
                 self.by_name[name] = worker
                 self._nursery.start_soon(worker.run)
             else:
