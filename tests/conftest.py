@@ -10,8 +10,8 @@ import pytest
 
 from helpers import Tree, make_tree, snapshot
 from sandboxfs.binding import syscalls
-from sandboxfs.core import chokepoint, landlock, policy
-from sandboxfs.fs import trees, writes
+from sandboxfs.core import chokepoint, landlock, names, policy
+from sandboxfs.fs import describe, listings, trees, writes
 from sandboxfs.fs.sandbox import Sandbox
 
 
@@ -103,8 +103,49 @@ def _landlock_ignores_directory_policy() -> None:
     landlock._add_roots = add_roots
 
 
+def _policy_judges_the_unquoted_string() -> None:
+    """Unquoting as it once was: each escaped byte a surrogate of its own, so the
+    policy judges a string other than the one for the bytes the kernel opens."""
+    import re  # noqa: PLC0415
+
+    escape = re.compile(r'\\(x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|["\\ntrabfv])')
+    short = {'"': '"', "\\": "\\", "n": "\n", "t": "\t", "r": "\r", "a": "\a", "b": "\b"}
+    short.update({"f": "\f", "v": "\v"})
+
+    def one(match: re.Match[str]) -> str:
+        body = match.group(1)
+        if body[0] == "x":
+            byte = int(body[1:], 16)
+            return chr(byte) if byte < 0x80 else chr(0xDC00 + byte)
+        return chr(int(body[1:], 16)) if body[0] == "u" else short[body]
+
+    def unquote_name(shown: str) -> str | None:
+        if len(shown) < 2 or shown[0] != '"' or shown[-1] != '"':
+            return None
+        return escape.sub(one, shown[1:-1])
+
+    names.unquote_name = unquote_name  # type: ignore[assignment]
+
+
+def _nested_directories_judged_by_one() -> None:
+    """A path is judged by the rules of the one directory that resolved it."""
+    policy.Policy._nested = lambda self, rel: iter(())  # type: ignore[method-assign]
+
+
 def _listings_show_hidden_entries() -> None:
     policy.Policy.hidden_names = lambda self, rel, names: set()  # type: ignore[method-assign]
+
+
+def _drop_the_policy_of_client_roots() -> None:
+    from sandboxfs.core import roots  # noqa: PLC0415
+    from sandboxfs.session import server  # noqa: PLC0415
+
+    opened_by = roots.roots_from_uris
+
+    def without_policy(*args, **options):  # type: ignore[no-untyped-def]
+        return opened_by(*args, **{**options, "policy": policy.OPEN})
+
+    server.roots_from_uris = without_policy
 
 
 def _drop_cross_process_lock() -> None:
@@ -114,11 +155,20 @@ def _drop_cross_process_lock() -> None:
     test_scale_out.SERVER_PATCHES = "no-write-lock"
 
 
+def _directory_counts_include_hidden_entries() -> None:
+    # get_file_info reports a directory's raw st_nlink and st_size, and listings sort
+    # subdirectories by their raw st_size, whatever the policy hides.
+    describe.withholds_directory_counts = lambda policy: False
+    listings.withholds_directory_counts = lambda policy: False
+
+
 MUTANTS = {
     "policy-lets-the-kernel-follow-symlinks": _policy_lets_the_kernel_follow_symlinks,
     "drop-policy-subtree-check": _drop_policy_subtree_check,
     "landlock-ignores-directory-policy": _landlock_ignores_directory_policy,
     "listings-show-hidden-entries": _listings_show_hidden_entries,
+    "policy-judges-the-unquoted-string": _policy_judges_the_unquoted_string,
+    "nested-directories-judged-by-one": _nested_directories_judged_by_one,
     "drop-RESOLVE_BENEATH": _drop_beneath,
     "drop-RESOLVE_NO_XDEV": _drop_no_xdev,
     "drop-RESOLVE_NO_SYMLINKS-on-leaves": _drop_no_symlinks_on_leaves,
@@ -126,6 +176,8 @@ MUTANTS = {
     "drop-reopen-identity-check": _drop_reopen_identity_check,
     "drop-change-time-from-tree-revisions": _drop_change_time_from_tree_revisions,
     "drop-cross-process-lock": _drop_cross_process_lock,
+    "directory-counts-include-hidden-entries": _directory_counts_include_hidden_entries,
+    "drop-the-policy-of-client-roots": _drop_the_policy_of_client_roots,
 }
 
 

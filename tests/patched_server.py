@@ -9,7 +9,10 @@ shipped server reads:
   "/", so only Landlock stands between a request and the rest of the system;
 * ``landlock-abi=N``: the kernel's Landlock ABI reads as N (0: no Landlock);
 * ``no-write-lock``: conditional mutations check the revision without the
-  exclusive (OFD) lock, so two processes can both pass the check.
+  exclusive (OFD) lock, so two processes can both pass the check;
+* ``roots-timeout=S``: a question to the client's Roots is given up (and calls
+  wait for it) after S seconds instead of 30, so a test of a client that never
+  answers does not wait 30 s.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from sandboxfs.cli import main as cli
 from sandboxfs.core import landlock
 from sandboxfs.core.allowlist import Root
 from sandboxfs.fs import guard
+from sandboxfs.session import clientroots
 
 
 def _bypass_openat2() -> None:
@@ -48,6 +52,10 @@ def _no_write_lock() -> None:
     guard.exclusive_lock = unlocked  # type: ignore[assignment]
 
 
+def _roots_timeout(value: str) -> None:
+    clientroots.ROOTS_FETCH_TIMEOUT = float(value)
+
+
 def apply(patches: Sequence[str]) -> None:
     for patch in patches:
         name, _, value = patch.partition("=")
@@ -57,6 +65,8 @@ def apply(patches: Sequence[str]) -> None:
             _landlock_abi(value)
         elif name == "no-write-lock":
             _no_write_lock()
+        elif name == "roots-timeout":
+            _roots_timeout(value)
         else:
             raise SystemExit(f"unknown patch {patch!r}")
 

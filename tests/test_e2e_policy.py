@@ -152,3 +152,30 @@ def test_workspace_and_store_directories_carry_the_rules_for_every_directory(
 
     run(main)
     assert not (base / "sessions" / "w1" / ".env").exists()
+
+
+def test_nested_directories_keep_each_ones_anchored_rules(tmp_path: Path) -> None:
+    """Issue 26: ``--hide x/secret --protect y/keep R R/sub`` once judged R/sub/... by
+    R's rules alone (the outermost directory resolves it): the secret was read and
+    the protected file overwritten."""
+    outer = tmp_path / "R"
+    for where in (outer, outer / "sub"):
+        (where / "x").mkdir(parents=True)
+        (where / "x" / "secret").write_text(SECRET)
+        (where / "y").mkdir()
+        (where / "y" / "keep").write_text("kept\n")
+
+    async def main() -> None:
+        args = ("--hide", "x/secret", "--protect", "y/keep", str(outer), str(outer / "sub"))
+        async with session(*args) as s:
+            for top in (outer, outer / "sub"):
+                assert "ENOENT" in await s.error("read_text_file", path=str(top / "x/secret"))
+                refusal = await s.error("write_file", path=str(top / "y/keep"), content="x")
+                assert "protected by policy" in refusal
+                assert "secret" not in await s.text("list_directory", path=str(top / "x"))
+            grep = await s.call("grep_files", pattern="sk-live", path=str(outer))
+            assert SECRET not in _text(grep)
+        for where in (outer, outer / "sub"):
+            assert (where / "y" / "keep").read_text() == "kept\n"
+
+    run(main)

@@ -37,12 +37,14 @@ FORGER = "notes\n[DIR] backups"
 UNDECODABLE = os.fsdecode(b"caf\xe9")  # a Latin-1 name: not UTF-8
 TWIN = "caf\ufffd"  # what the undecodable name would look like if decoded with "replace"
 
+#: Names as the disk gives them: the bytes decoded by os.fsdecode (so a run of
+#: escaped bytes that is valid UTF-8 is its characters; tests/test_canonical_names.py).
 names = st.text(
     alphabet=st.characters(blacklist_characters="/\0", blacklist_categories=("Cs",))
     | st.sampled_from([chr(0xDC80 + b) for b in range(128)]),  # undecodable bytes
     min_size=1,
     max_size=30,
-)
+).map(lambda name: os.fsdecode(os.fsencode(name)))
 
 
 @given(names)

@@ -30,7 +30,7 @@ from helpers import Tree, make_tree, snapshot
 from sandboxfs.binding import syscalls
 from sandboxfs.cli.policies import Rules, configure, load_policy_file, split_mode
 from sandboxfs.core import landlock
-from sandboxfs.core.allowlist import AllowList, Root
+from sandboxfs.core.allowlist import AllowList, Root, nest_policies
 from sandboxfs.core.errors import AccessDenied, SandboxError
 from sandboxfs.core.globs import GlobError, compile_glob, name_matcher
 from sandboxfs.core.policy import PRESETS, Policy, PolicyError
@@ -45,7 +45,12 @@ from sandboxfs.tools.writing import delete_file, move_file
 
 SECRET = b"HIDDEN-CONTENT-7f3a"
 KEPT = b"protected content\n"
-POLICY = Policy.of(hide=["*.secret", "vault"], protect=["keep.txt", "frozen"])
+#: Names outside ASCII are named literally and by a "?" on their last character: the
+#: policy must judge the one string for the bytes the kernel opens, whatever form the
+#: client used (issue 26: the quoted form with \xHH escapes once walked past both).
+POLICY = Policy.of(
+    hide=["*.secret", "vault", "señas.txt", "key?"], protect=["keep.txt", "frozen", "café.md"]
+)
 
 
 # -- the rules themselves ------------------------------------------------------------
@@ -158,7 +163,10 @@ def _plant(tree: Tree, *, hidden: bool = True) -> None:
         (root / "a.secret").write_bytes(SECRET)
         (root / "vault").mkdir()
         (root / "vault" / "inside.txt").write_bytes(SECRET)
+        (root / "señas.txt").write_bytes(SECRET)
+        (root / "keyé").write_bytes(SECRET)
     (root / "keep.txt").write_bytes(KEPT)
+    (root / "café.md").write_bytes(KEPT)
     (root / "frozen").mkdir()
     (root / "frozen" / "f.txt").write_bytes(KEPT)
     (root / "ln-s").symlink_to("a.secret")
@@ -175,6 +183,8 @@ HIDDEN_PATHS = {
     "link-to-hidden-dir-child": "ln-v/inside.txt",
     "fresh-hidden-name": "new.secret",
     "fresh-name-in-hidden-dir": "vault/new.txt",
+    "hidden-non-ascii-name": "señas.txt",
+    "hidden-by-question-mark": "keyé",
 }
 PROTECTED_PATHS = {
     "protected-file": "keep.txt",
@@ -183,8 +193,38 @@ PROTECTED_PATHS = {
     "link-to-protected-file": "ln-k",
     "absolute-link-to-protected-dir-child": "ln-f/f.txt",
     "fresh-name-in-protected-dir": "frozen/new.txt",
+    "protected-non-ascii-name": "café.md",
 }
-HIDDEN_NAMES = ("a.secret", "inside.txt", "vault")
+
+
+def _escaped(name: str, *, every_byte: bool) -> str:
+    """``name`` in the quoted form the tools show and accept back, its bytes outside
+    ASCII (or all of them) written ``\\xHH``."""
+    return (
+        '"'
+        + "".join(
+            f"\\x{byte:02x}" if every_byte or byte >= 0x80 else chr(byte)
+            for byte in os.fsencode(name)
+        )
+        + '"'
+    )
+
+
+def _quoted_forms(paths: dict[str, str]) -> dict[str, str]:
+    """Every path with each component quoted, every byte escaped; and, for a path
+    outside ASCII, the form a listing would suggest (only those bytes escaped)."""
+    forms = {}
+    for case, path in paths.items():
+        parts = path.split("/")
+        forms[f"{case}~quoted"] = "/".join(_escaped(p, every_byte=True) for p in parts)
+        if not path.isascii():
+            forms[f"{case}~utf8-bytes"] = "/".join(_escaped(p, every_byte=False) for p in parts)
+    return forms
+
+
+HIDDEN_PATHS.update(_quoted_forms(HIDDEN_PATHS))
+PROTECTED_PATHS.update(_quoted_forms(PROTECTED_PATHS))
+HIDDEN_NAMES = ("a.secret", "inside.txt", "vault", "señas.txt", "keyé")
 
 
 def _sandbox(tree: Tree, policy: Policy = POLICY) -> Sandbox:
@@ -196,7 +236,8 @@ def _guarded(tree: Tree) -> dict[str, Any]:
     return {
         k: v
         for k, v in everything.items()
-        if k.split("/")[0] in ("a.secret", "vault", "keep.txt", "frozen")
+        if k.split("/")[0]
+        in ("a.secret", "vault", "keep.txt", "frozen", "señas.txt", "keyé", "café.md")
     }
 
 
@@ -392,12 +433,14 @@ def _sandboxfs(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_policy_options_without_directories_and_bad_files_are_usage_errors(
+def test_policy_options_without_directories_to_serve_and_bad_files_are_refused(
     tmp_path: Path,
 ) -> None:
-    run = _sandboxfs("--hide", "*.pem")
+    # (Over stdio, rules without directories apply to the client's Roots:
+    # tests/test_config.py.)
+    run = _sandboxfs("--hide", "*.pem", "--http", "127.0.0.1:0")
     assert run.returncode == 2
-    assert "--hide needs command-line directories" in run.stderr
+    assert "serving HTTP needs at least one directory" in run.stderr
     bad = tmp_path / "p.toml"
     bad.write_text("hide = 3\n")
     run = _sandboxfs("--policy", str(bad), str(tmp_path))
@@ -413,6 +456,90 @@ def test_nested_directories_with_different_policies_are_refused(tmp_path: Path) 
     run = _sandboxfs(str(tmp_path), f"{tmp_path / 'inner'}:ro")
     assert run.returncode == 1
     assert "overlap with different policies" in run.stderr
+
+
+# -- nested allowed directories -------------------------------------------------------
+
+#: Rules anchored at an allowed directory name different paths in nested ones:
+#: ``x/secret`` is ``R/x/secret`` and ``R/sub/x/secret``; ``sub/y`` only ``R/sub/y``.
+NESTED = Policy.of(hide=["x/secret", "sub/y"], protect=["z/keep"])
+#: Paths judged only by the rules of the directory that does NOT resolve them: through
+#: R (outermost, resolving R/sub/...) the inner directory's rules; through the alias
+#: (a symlink given for R/sub, so only the inner directory answers to it) R's.
+NESTED_PATHS = {
+    "inner-rule-through-outer": ("R", "sub/x/secret"),
+    "inner-rule-through-outer-link": ("R", "to-sub-x/secret"),
+    "outer-rule-through-alias": ("alias", "y"),
+    "inner-rule-through-alias": ("alias", "x/secret"),
+    "inner-protected-through-outer": ("R", "sub/z/keep"),
+    "outer-protected-through-alias": ("alias", "z/keep"),
+    "fresh-inner-hidden-through-outer": ("R", "sub/x/secret/new"),
+}
+
+
+def _nested(tree: Tree) -> tuple[Sandbox, dict[str, Path]]:
+    outer = tree.root
+    for where in (outer, outer / "sub"):
+        (where / "x").mkdir(parents=True)
+        (where / "x" / "secret").write_bytes(SECRET)
+        (where / "z").mkdir()
+        (where / "z" / "keep").write_bytes(KEPT)
+    (outer / "sub" / "y").write_bytes(SECRET)
+    (outer / "to-sub-x").symlink_to("sub/x")
+    alias = tree.base / "alias"
+    alias.symlink_to(outer / "sub")
+    roots = [Root.open(str(outer), NESTED), Root.open(str(alias), NESTED)]
+    nest_policies(roots)
+    return Sandbox(Resolver(AllowList.of(roots))), {"R": outer, "alias": alias}
+
+
+@pytest.mark.parametrize(("operation", "index", "role"), TARGETS)
+@pytest.mark.parametrize("case", sorted(NESTED_PATHS))
+def test_nested_directories_judge_every_path_by_the_rules_of_each(
+    tree: Tree, case: str, operation: str, index: int, role: str
+) -> None:
+    """Issue 26: with ``--hide x/secret R R/sub`` the outermost directory resolved
+    ``R/sub/x/secret`` and its rules alone were judged, so the secret was read."""
+    sandbox, places = _nested(tree)
+    before = _guarded_nested(tree)
+    top, below = NESTED_PATHS[case]
+    got = _outcome(sandbox, operation, index, f"{places[top]}/{below}")
+    assert SECRET.decode() not in got, f"{operation} revealed hidden content"
+    assert _guarded_nested(tree) == before, f"{operation} changed a hidden or protected entry"
+
+
+def _guarded_nested(tree: Tree) -> dict[str, Any]:
+    return {
+        k: v
+        for k, v in snapshot(tree.root).items()
+        if k in ("sub/y", "sub/x", "sub/z") or k.endswith(("/secret", "/keep"))
+    }
+
+
+def test_nested_directories_still_serve_what_no_rule_names(tree: Tree) -> None:
+    sandbox, places = _nested(tree)
+    (tree.root / "sub" / "plain.txt").write_bytes(b"plain")
+    for top in places.values():
+        path = f"{top}/plain.txt" if top.name == "alias" else f"{top}/sub/plain.txt"
+        with sandbox.open_file(path) as f:
+            assert f.file.read() == b"plain"
+    listing = sandbox.list_dir(f"{places['alias']}")
+    assert "plain.txt" in repr(listing) and "'y'" not in repr(listing)
+    assert nest_policies([root := Root.open(str(tree.root), NESTED)]) is None
+    assert root.policy == NESTED  # alone, a directory keeps its policy
+
+
+def test_a_narrower_root_inside_nested_directories_keeps_every_ones_rules(tree: Tree) -> None:
+    """A client's root narrowing R to R/sub/x still hides R/sub/x/secret (the inner
+    directory's x/secret), and narrowing to R/sub still hides y (R's sub/y)."""
+    sandbox, _ = _nested(tree)
+    outer = sandbox.ctx.resolver.allow.roots[0].policy
+    assert outer.beneath(("sub", "x")).verdict(("secret",)).hidden
+    assert outer.beneath(("sub",)).verdict(("y",)).hidden
+    assert outer.beneath(("sub",)).verdict(("z", "keep")).protected
+    assert not outer.beneath(("sub", "z")).verdict(("other",)).hidden
+    assert outer.beneath(("x",)).verdict(("secret",)).hidden  # R/x/secret: R's own rule
+    assert not outer.beneath(("x",)).verdict(("x", "secret")).hidden  # R/x/x/secret: none
 
 
 def test_the_readme_policy_file_is_one_the_server_reads(tmp_path: Path) -> None:
@@ -468,7 +595,7 @@ def test_an_attacker_exchanging_a_directory_with_a_link_to_a_hidden_one_never_ge
         read,
         lambda: sandbox.list_dir("d"),
         lambda: sandbox.stat("d/inside.txt"),
-        lambda: sandbox.copy_file("d/inside.txt", f"c{os.urandom(4).hex()}"),
+        lambda: sandbox.copy_file("d/inside.txt", f"copy-{os.urandom(4).hex()}"),
         lambda: grep_files(ctx, "i", path="d").text,
     ]
     served = refused = 0
@@ -489,7 +616,7 @@ def test_an_attacker_exchanging_a_directory_with_a_link_to_a_hidden_one_never_ge
         stop.set()
         thread.join()
     assert swaps > 1000 and served > 0 and refused > 0, (swaps, served, refused)
-    for copy in tree.root.glob("c*"):
+    for copy in tree.root.glob("copy-*"):
         assert copy.read_bytes() == b"visible\n"
     assert _guarded(tree) == before
 

@@ -547,7 +547,7 @@ def test_a_listing_and_its_revision_come_from_one_reading(tree: Tree) -> None:
     (tree.root / "d" / "link").symlink_to("g.txt")
     sandbox = Sandbox(tree.sandbox().resolver, Limits(revision_entries=4))
     assert sandbox.list_dir("d").revision is None  # computed only when asked for
-    entries, revision, _ = sandbox.list_dir("d", tree_revision=True)
+    entries, revision, *_ = sandbox.list_dir("d", tree_revision=True)
     assert [(e.name, e.kind) for e in entries] == [
         ("e", "directory"),
         ("g.txt", "file"),
@@ -708,7 +708,7 @@ def test_a_tree_over_the_budget_is_given_up_before_any_entry_is_stat_ed(
     limits = Limits(revision_entries=50, tree_depth=1)
     sandbox = Sandbox(tree.sandbox().resolver, limits)
     assert sandbox.revision("big") is None  # 62 entries
-    entries, revision, _ = sandbox.list_dir("big", tree_revision=True)
+    entries, revision, *_ = sandbox.list_dir("big", tree_revision=True)
     assert len(entries) == 31 and revision is None
     assert stat_ed == []
     # Within the budget once the depth limit is counted as the description counts it:

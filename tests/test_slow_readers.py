@@ -189,12 +189,12 @@ def test_the_front_holds_a_chunk_at_most_and_cuts_off_a_reader_that_does_not(
 @pytest.mark.parametrize(
     ("value", "problem"),
     [
-        ("nan", "--send-timeout must be from 0 (excluded) to 3600, got nan"),
-        ("inf", "--send-timeout must be from 0 (excluded) to 3600, got inf"),
-        ("3601", "--send-timeout must be from 0 (excluded) to 3600, got 3601"),
-        ("0", "--send-timeout must be positive"),
-        ("-1", "--send-timeout must be positive"),
-        ("soon", "--send-timeout needs a number"),
+        ("nan", "--send-timeout needs a number from 0.001 to 3600, got 'nan'"),
+        ("inf", "--send-timeout needs a number from 0.001 to 3600, got 'inf'"),
+        ("-1", "--send-timeout needs a number from 0.001 to 3600, got '-1'"),
+        ("soon", "--send-timeout needs a number from 0.001 to 3600, got 'soon'"),
+        ("3601", "--send-timeout must be from 0.001 to 3600, got 3601"),
+        ("0", "--send-timeout must be from 0.001 to 3600, got 0"),
     ],
 )
 def test_a_send_timeout_is_a_finite_number_of_seconds(

@@ -663,10 +663,10 @@ def test_the_front_confines_itself_to_no_tcp(shared: Front) -> None:
 
 def test_hash_token_matches_sha256sum() -> None:
     done = subprocess.run(
-        [*SERVER, "hash-token"], input=b"my-token\n", capture_output=True, check=True
+        [*SERVER, "hash-token"], input=f"{TOKEN_A}\n".encode(), capture_output=True, check=True
     )
-    assert done.stdout.decode().strip() == hashlib.sha256(b"my-token").hexdigest()
-    assert hash_token(" my-token\n") == hashlib.sha256(b"my-token").hexdigest()
+    assert done.stdout.decode().strip() == hashlib.sha256(TOKEN_A.encode()).hexdigest()
+    assert hash_token(f" {TOKEN_A}\n") == hashlib.sha256(TOKEN_A.encode()).hexdigest()
     empty = subprocess.run([*SERVER, "hash-token"], input=b"\n", capture_output=True)
     assert empty.returncode == 1 and b"no token" in empty.stderr
 
@@ -740,7 +740,7 @@ def test_the_command_line_of_tenants(tmp_path: Path) -> None:
     bad.write_text(tenants_toml({**GOOD, "token_sha256": "xyz"}))
     port = str(free_port())
     cases = [
-        (["--tenants", str(bad), "--http", f"127.0.0.1:{port}"], 1, "64 hex digits"),
+        (["--tenants", str(bad), "--http", f"127.0.0.1:{port}"], 2, "64 hex digits"),
         (["--tenants", str(tmp_path / "none.toml"), "--unix", str(tmp_path / "s")], 1, "cannot"),
         (["--tenants", str(bad)], 2, "--tenants needs --http"),
         (["--tenants", str(bad), "--http", ":0", str(tmp_path)], 2, "replaces command-line"),

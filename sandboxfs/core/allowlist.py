@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import os
 import weakref
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
 from typing import final
 
 from sandboxfs.core.pathnames import normalize_absolute, relative_to
@@ -107,3 +107,23 @@ class AllowList:
                 if below is not None and (best is None or len(name) < best[0]):
                     best = (len(name), root, below)
         return None if best is None else (best[1], best[2])
+
+
+def nest_policies(roots: Sequence[Root]) -> None:
+    """Give each of ``roots`` (just opened, not yet serving) the rules of every other
+    one that holds it or that it holds, applied where that one lies (the ``also`` of
+    :class:`~sandboxfs.core.policy.Policy`): nested allowed directories name one
+    file by two paths, and either may be the one a request resolves beneath, so a
+    path is judged by the rules of every allowed directory it lies in.  A root that
+    nests with no other keeps its policy.  Calling it again gives the same policies."""
+    own = [(root.path, replace(root.policy, also=())) for root in roots]
+    for root, (path, policy) in zip(roots, own, strict=True):
+        also: list[tuple[tuple[str, ...], Policy]] = []
+        for other_path, other in own:
+            if (other_path, other) == (path, policy) or not other.active:
+                continue  # itself (or the same directory given twice), or no rules
+            if (inside := relative_to(path, other_path)) is not None:  # it holds this one
+                also.append(((), other.beneath(inside)))
+            elif (holds := relative_to(other_path, path)) is not None:  # this one holds it
+                also.append((holds, other))
+        root.policy = replace(policy, also=tuple(also)) if also else policy

@@ -11,11 +11,14 @@ unambiguous, and :func:`unquote_name` turns it back into the exact name.
 Escapes: ``\\\\`` ``\\"`` ``\\n`` ``\\t`` ``\\r`` ``\\a`` ``\\b`` ``\\f`` ``\\v``;
 ``\\xHH`` is one raw byte (a control character, or a byte that is not UTF-8);
 ``\\uHHHH`` is one Unicode code point (C1 controls, line separators,
-bidirectional controls).
+bidirectional controls).  A quoted form stands for bytes, not characters: any
+byte may be escaped, so ``"se\\xc3\\xb1as"`` and ``"se\\u00f1as"`` are both
+``señas``; unquoting always gives the one canonical string for those bytes.
 """
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Final
 
@@ -85,29 +88,48 @@ def quote_path(path: str) -> str:
     return "/".join(quote_name(part) for part in path.split("/"))
 
 
-def _unescape(match: re.Match[str]) -> str:
+def _escaped_bytes(match: re.Match[str]) -> bytes:
+    """The bytes one escape sequence stands for."""
     body = match.group(1)
     if body[0] == "x":
-        byte = int(body[1:], 16)
-        return chr(byte) if byte < 0x80 else chr(0xDC00 + byte)
+        return bytes((int(body[1:], 16),))
     if body[0] == "u":
-        return chr(int(body[1:], 16))
-    return _UNESCAPES[body]
+        # A surrogate is not a code point of its own: a raw byte is written \\xHH.
+        return chr(int(body[1:], 16)).encode("utf-8")
+    return _UNESCAPES[body].encode("ascii")
 
 
 def unquote_name(shown: str) -> str | None:
-    """The exact name a quoted form stands for; None if ``shown`` is not one (then
-    it is a plain name).  A quoted form that would hold ``/`` or NUL is not one."""
+    """The exact name a quoted form stands for, or None if ``shown`` is not one
+    (then it is a plain name).  A quoted form that would hold ``/`` or NUL, or
+    that escapes a surrogate, is not one.
+
+    Guarantee: the name is canonical, the one string for its bytes.  Escapes
+    and literal characters give bytes, and those are decoded as names read from
+    the disk are (:func:`os.fsdecode`: valid UTF-8 decoded, any other byte a
+    surrogate escape), so ``"se\\xc3\\xb1as"`` is ``señas``, never a string of
+    its own.  The policy judges this string and the kernel is given its bytes:
+    the two always agree."""
     if len(shown) < 2 or shown[0] != '"' or shown[-1] != '"':
         return None
     body = shown[1:-1]
     # Every backslash must start a known escape, and quotes inside must be escaped.
-    if _ESCAPE_SEQUENCE.sub("", body).count("\\") or '"' in _ESCAPE_SEQUENCE.sub("", body):
+    rest = _ESCAPE_SEQUENCE.sub("", body)
+    if "\\" in rest or '"' in rest:
         return None
-    name = _ESCAPE_SEQUENCE.sub(_unescape, body)
-    if "/" in name or "\0" in name:
+    raw = bytearray()
+    position = 0
+    try:
+        for match in _ESCAPE_SEQUENCE.finditer(body):
+            raw += os.fsencode(body[position : match.start()])
+            raw += _escaped_bytes(match)
+            position = match.end()
+        raw += os.fsencode(body[position:])
+    except UnicodeEncodeError:  # a surrogate, escaped or not, that is no raw byte
         return None
-    return name
+    if b"/" in raw or b"\0" in raw:
+        return None
+    return os.fsdecode(bytes(raw))
 
 
 def unquote_path(path: str) -> str:

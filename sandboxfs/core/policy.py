@@ -20,6 +20,14 @@ a pattern with a ``/`` is anchored at the allowed directory (``.git/config``
 is only the top one; write ``**/.git/config`` for every one).  A path is
 hidden (protected) when it or any directory above it matches.
 
+Allowed directories may nest (``R`` and ``R/sub``): then one file has a path
+below each, and either may be the one a request resolves beneath.  Each
+directory's policy then also carries the rules of the others (``also``), each
+applied where that directory lies, so a path is judged by the rules of every
+allowed directory it is in, whichever resolved it: ``--hide x/secret`` hides
+``R/x/secret`` and ``R/sub/x/secret`` alike
+(:func:`sandboxfs.core.allowlist.nested_policies`).
+
 Guarantee: :meth:`Policy.verdict` is a pure function of the components below
 the allowed directory; the chokepoint applies it to canonical (symlink-free)
 locations only, so a symlink cannot reach a hidden or protected entry under
@@ -31,7 +39,7 @@ from __future__ import annotations
 import errno
 import functools
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Final, final
 
@@ -138,6 +146,9 @@ class Policy:
     hide: tuple[str, ...] = ()
     protect: tuple[str, ...] = ()
     base: tuple[str, ...] = ()
+    #: The policies of allowed directories that nest with this one, each with the
+    #: components below this directory where it applies (``()``: everywhere here).
+    also: tuple[tuple[tuple[str, ...], Policy], ...] = ()
     #: Anchored patterns (with a ``/``) as globs; the others as one test of a name.
     _hide: tuple[Glob, ...] = field(default=(), init=False, repr=False, compare=False)
     _protect: tuple[Glob, ...] = field(default=(), init=False, repr=False, compare=False)
@@ -162,8 +173,11 @@ class Policy:
         object.__setattr__(self, "_protect", protect)
         object.__setattr__(self, "_hide_name", hide_name)
         object.__setattr__(self, "_protect_name", protect_name)
-        object.__setattr__(self, "patterned", bool(self.hide or self.protect))
-        object.__setattr__(self, "active", not self.writable or self.patterned)
+        nested = [policy for _, policy in self.also]
+        patterned = bool(self.hide or self.protect) or any(p.patterned for p in nested)
+        object.__setattr__(self, "patterned", patterned)
+        writable = self.writable and all(p.writable for p in nested)
+        object.__setattr__(self, "active", not writable or patterned)
 
     @classmethod
     def of(
@@ -189,17 +203,41 @@ class Policy:
 
     # -- what it says ------------------------------------------------------------
 
+    @property
+    def hides(self) -> bool:
+        """Whether anything may be hidden (by this directory's rules or a nested one's)."""
+        return bool(self.hide) or any(policy.hides for _, policy in self.also)
+
+    def _nested(self, rel: tuple[str, ...]) -> Iterator[tuple[Policy, tuple[str, ...]]]:
+        """The nested directories' policies that apply at ``rel``, each with ``rel``
+        as seen from its own directory."""
+        for prefix, policy in self.also:
+            if rel[: len(prefix)] == prefix:
+                yield policy, rel[len(prefix) :]
+
     def verdict(self, rel: tuple[str, ...]) -> Verdict:
         """What the policy says of the location ``rel`` below this directory."""
         if not self.patterned:
             return _VISIBLE
         _, hidden, _, protected = _states(self, rel)
+        for policy, theirs in self._nested(rel):
+            verdict = policy.verdict(theirs)
+            hidden, protected = hidden or verdict.hidden, protected or verdict.protected
         if not (hidden or protected):
             return _VISIBLE
         return Verdict(hidden, protected)
 
     def hidden_names(self, rel: tuple[str, ...], names: Iterable[str]) -> set[str]:
         """Which of ``names``, entries of the directory at ``rel``, are hidden."""
+        if self.also:
+            names = list(names)
+            found = self._own_hidden_names(rel, names)
+            for policy, theirs in self._nested(rel):
+                found |= policy.hidden_names(theirs, names)
+            return found
+        return self._own_hidden_names(rel, names)
+
+    def _own_hidden_names(self, rel: tuple[str, ...], names: Iterable[str]) -> set[str]:
         if not self.hide:
             return set()
         hide_states, hidden, _, _ = _states(self, rel)
@@ -219,11 +257,21 @@ class Policy:
         """This policy for a directory ``below`` this one (a client's narrower root)."""
         if not below:
             return self
+        also: list[tuple[tuple[str, ...], Policy]] = []
+        for prefix, policy in self.also:
+            shared = min(len(prefix), len(below))
+            if prefix[:shared] != below[:shared]:
+                continue  # that nested directory is not below the narrower one
+            if len(below) >= len(prefix):
+                also.append(((), policy.beneath(below[len(prefix) :])))
+            else:
+                also.append((prefix[len(below) :], policy))
         return Policy(
             writable=self.writable,
             hide=self.hide,
             protect=self.protect,
             base=(*self.base, *below),
+            also=tuple(also),
         )
 
     # -- what the chokepoint asks --------------------------------------------------
@@ -236,7 +284,7 @@ class Policy:
     def check_change(self, rel: tuple[str, ...]) -> None:
         """Raise :class:`PolicyRefusal` unless the entry ``rel`` may be created,
         written, removed or renamed."""
-        if not self.writable:
+        if not self.writable or any(not p.writable for p, _ in self._nested(rel)):
             raise PolicyRefusal(errno.EROFS, "read-only directory")
         verdict = self.verdict(rel)
         if verdict.hidden:

@@ -1,7 +1,8 @@
 """Opening the directories a 2025-era client's Roots name.
 
 Without confinement, valid client Roots are directories in their own right (the
-reference server's rule): each is opened as a new allowed directory.  With
+reference server's rule): each is opened as a new allowed directory, under the
+policy given for every directory (``--hide``, ``--read-only``, ...).  With
 confinement (``--confine-roots``, or forced by Landlock), a root inside a
 command-line directory is opened beneath that directory's descriptor through
 the chokepoint, so it cannot be anywhere else; a root containing command-line
@@ -14,33 +15,46 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Sequence
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote_to_bytes, urlsplit
 
-from sandboxfs.core.allowlist import AllowList, Root
+from sandboxfs.core.allowlist import AllowList, Root, nest_policies
 from sandboxfs.core.chokepoint import Confinement, open_root_beneath
 from sandboxfs.core.names import quote_name
 from sandboxfs.core.pathnames import normalize_absolute, relative_to
+from sandboxfs.core.policy import Policy
 
 log = logging.getLogger("sandboxfs")
 
 
 def local_path(uri: str) -> str | None:
-    """The absolute path of a local ``file://`` URI, or None for anything else."""
+    """The absolute path of a local ``file://`` URI, or None for anything else.
+
+    Percent-escapes are bytes: the path is those bytes decoded as names read from
+    the disk are (:func:`os.fsdecode`), so ``%C3%B1`` is ``ñ`` and ``%E9`` the one
+    string for that byte, the same string a listing gives (the policy judges the
+    bytes the kernel is given)."""
     parts = urlsplit(uri)
     if parts.scheme != "file" or parts.netloc not in ("", "localhost"):
         return None
-    path = unquote(parts.path)
-    if not path.startswith("/") or "\0" in path:
+    raw = unquote_to_bytes(parts.path)
+    if not raw.startswith(b"/") or b"\0" in raw:
         return None
-    return normalize_absolute(path)
+    return normalize_absolute(os.fsdecode(raw))
 
 
 def roots_from_uris(
-    uris: Sequence[str], cli: AllowList, *, confine: bool, confinement: Confinement
+    uris: Sequence[str],
+    cli: AllowList,
+    *,
+    confine: bool,
+    confinement: Confinement,
+    policy: Policy,
 ) -> list[Root]:
     """Open the directories a client's Roots name (blocking: run it in a worker thread).
 
-    Each problem with a root is logged and the root skipped.
+    Unconfined, each carries ``policy``; confined, each keeps the policy of the
+    allowed directory it lies in.  Each problem with a root is logged and the root
+    skipped.
     """
     roots: list[Root] = []
     for uri in uris:
@@ -55,7 +69,7 @@ def roots_from_uris(
                 log.warning("Skipping client root that is not a directory: %s", shown)
                 continue
             if not confine:
-                roots.append(Root.open(given))
+                roots.append(Root.open(given, policy))
                 continue
             inside = cli.map(real)
             if inside is not None:
@@ -75,4 +89,6 @@ def roots_from_uris(
     for root in roots:
         if all(root is not kept for kept in unique):
             unique.append(root)
+    if not confine:  # directories in their own right, which may nest
+        nest_policies(unique)
     return unique

@@ -106,6 +106,8 @@ class StagedFile:
     """
 
     def __init__(self, directory: Directory, leaf: str) -> None:
+        # Refused before a temporary name could touch the directory (its mtime).
+        directory.check_creatable((leaf,))
         self.dir = directory
         self.name: str | None = None
         self.sync_fd: int | None = None

@@ -12,6 +12,7 @@ import base64
 from typing import TYPE_CHECKING, Any, Final
 
 from sandboxfs.core.errors import IsADirectory, NotFound, SandboxError
+from sandboxfs.core.names import quote_path
 from sandboxfs.core.roots import local_path
 from sandboxfs.core.watch import Watch
 from sandboxfs.session.jsonrpc import INVALID_PARAMS, ProtocolError
@@ -40,10 +41,13 @@ async def read_resource(server: SandboxfsServer, uri: str) -> dict[str, Any]:
         raise _not_found(uri, "Resource not found: only local file:// URIs are served")
     sandbox = server.sandbox(server.access.current)
     limit = server.options.limits.read_bytes
+    # A URI names bytes exactly: the tools' quoted form stands for the same name, so
+    # no component of it is read as an escape (and a name that is not UTF-8 is reached).
+    exact = quote_path(path)
 
     def read(watch: Watch) -> bytes:
-        with sandbox.with_watch(watch).open_file(path) as f:
-            return whole_bytes(f, limit, path)
+        with sandbox.with_watch(watch).open_file(exact) as f:
+            return whole_bytes(f, limit, exact)
 
     try:
         data = await server.bounded(read)

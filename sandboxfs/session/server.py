@@ -273,7 +273,11 @@ class SandboxfsServer:
         try:
             roots = await self.bounded(
                 lambda _watch: roots_from_uris(
-                    uris, access.cli, confine=access.confine, confinement=self.confinement
+                    uris,
+                    access.cli,
+                    confine=access.confine,
+                    confinement=self.confinement,
+                    policy=access.roots_policy,
                 )
             )
         except SandboxError as exc:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import functools
 import math
+import os
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Final
 from urllib.parse import quote
@@ -42,5 +43,6 @@ def display_base(path: str, base: str | None, home: str | None) -> str:
 
 
 def file_uri(absolute: str) -> str:
-    """A ``file://`` URI for an absolute path, percent-encoded."""
-    return "file://" + quote(absolute, safe="/")
+    """A ``file://`` URI for an absolute path, its bytes percent-encoded (a byte
+    that is not UTF-8 included, as ``local_path`` reads it back)."""
+    return "file://" + quote(os.fsencode(absolute), safe="/")
