@@ -19,6 +19,7 @@ from typing import Final, final
 
 from sandboxfs.cli import exits
 from sandboxfs.fs.limits import LIMIT_HELP, LIMIT_RANGES, Limits, Range
+from sandboxfs.transports.connections import MAX_SEND_TIMEOUT, SEND_TIMEOUT
 from sandboxfs.transports.sidecar import Endpoint
 
 #: Exit statuses, as ``sandboxfs --help`` documents them.
@@ -83,6 +84,12 @@ VALUE_OPTIONS: Final[dict[str, tuple[str, str, str, bool]]] = {
         "on SIGTERM, time calls in flight get to finish (HTTP) [10; 0 to 3600]",
         False,
     ),
+    "--send-timeout": (
+        "send_timeout",
+        "SECONDS",
+        "cut off a client that takes no part of its answer this long (HTTP) [30; 0.001 to 3600]",
+        False,
+    ),
     "--audit-log": (
         "audit_log",
         "FILE",
@@ -128,6 +135,12 @@ VALUE_OPTIONS: Final[dict[str, tuple[str, str, str, bool]]] = {
         "serve each tenant of a TOML file its own directories, in its own process (HTTP)",
         False,
     ),
+    "--run-dir": (
+        "run_dir",
+        "DIR",
+        "with --tenants: make the workers' socket directory in DIR [$XDG_RUNTIME_DIR, /tmp]",
+        False,
+    ),
 }
 
 #: What a tenants file gives each tenant: refused beside --tenants.
@@ -150,6 +163,7 @@ HTTP_ONLY: Final = (
     "--shutdown-grace",
     "--json-response",
     "--allow-weak-tokens",
+    "--send-timeout",
 )
 LOG_LEVELS: Final = ("warning", "info", "debug")
 
@@ -171,6 +185,8 @@ LIMIT_OPTIONS: Final[dict[str, str]] = {
 
 #: Seconds of ``--shutdown-grace``: none at all up to an hour.
 SHUTDOWN_GRACE_RANGE: Final = Range(0.0, 3600.0)
+#: Seconds of ``--send-timeout``: a millisecond up to an hour.
+SEND_TIMEOUT_RANGE: Final = Range(0.001, MAX_SEND_TIMEOUT)
 
 _SHORT: Final = {"-h": "--help", "-V": "--version"}
 _WHOLE: Final = re.compile(r"[0-9]+", re.ASCII)
@@ -211,6 +227,7 @@ class Arguments:
     allowed_hosts: list[str] = field(default_factory=list)
     allowed_origins: list[str] = field(default_factory=list)
     shutdown_grace: float = 10.0
+    send_timeout: float = SEND_TIMEOUT
     audit_log: str = "-"
     log_level: str = "info"
     workspaces: str | None = None
@@ -220,6 +237,7 @@ class Arguments:
     presets: list[str] = field(default_factory=list)
     policy_file: str | None = None
     tenants: str | None = None
+    run_dir: str | None = None
     limits: Limits = field(default_factory=Limits)
     show_help: bool = False
     show_version: bool = False
@@ -317,6 +335,9 @@ def _set_value(
         return
     if option == "--shutdown-grace":
         args.shutdown_grace = float(number(option, value, SHUTDOWN_GRACE_RANGE))
+        return
+    if option == "--send-timeout":
+        args.send_timeout = float(number(option, value, SEND_TIMEOUT_RANGE))
         return
     if option == "--log-level" and value not in LOG_LEVELS:
         raise UsageError(f"--log-level must be one of {', '.join(LOG_LEVELS)}, got {value!r}")

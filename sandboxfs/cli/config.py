@@ -52,6 +52,7 @@ from sandboxfs.core.pathnames import normalize_absolute
 from sandboxfs.core.policy import Policy, PolicyError
 from sandboxfs.fs.limits import Limits
 from sandboxfs.fs.workspaces import WORKSPACE_ID_ENV
+from sandboxfs.transports.connections import SEND_TIMEOUT
 from sandboxfs.transports.sidecar import TOKEN_ENV, Endpoint
 from sandboxfs.transports.tenants import Tenants, TenantsError, load_tenants
 
@@ -91,10 +92,14 @@ class Config:
     allowed_origins: tuple[str, ...] = ()
     json_response: bool = False
     shutdown_grace: float = 10.0
+    #: A client that takes none of its answer for this long is cut off (HTTP).
+    send_timeout: float = SEND_TIMEOUT
     workspaces: str | None = None
     workspace_id: str | None = None
     tenants: Tenants | None = None
     tenants_file: str | None = None
+    #: Where the tenants' front makes its workers' socket directory (--run-dir).
+    run_dir: str | None = None
     #: Options of the tenants' front that every worker is started with too.
     worker_options: tuple[str, ...] = ()
     #: The test-only switches set in the environment (each logged as a warning).
@@ -229,6 +234,7 @@ def build(args: Arguments, environ: Mapping[str, str]) -> Config:
         allowed_origins=tuple(args.allowed_origins),
         json_response=args.json_response,
         shutdown_grace=args.shutdown_grace,
+        send_timeout=args.send_timeout,
         test_switches=switches,
         given=frozenset(args.given),
     )
@@ -254,6 +260,8 @@ def _check_modes(args: Arguments) -> None:
                 raise Refused(f"{option} only applies when serving HTTP (--http or --unix)")
     elif args.confine_roots:
         raise Refused("--confine-roots has no effect over HTTP: HTTP never uses client Roots")
+    if args.run_dir is not None and args.tenants is None:
+        raise Refused("--run-dir only applies with --tenants (it holds the workers' sockets)")
 
 
 def _tenants(args: Arguments, base: Config, environ: Mapping[str, str]) -> Config:
@@ -297,7 +305,8 @@ def _tenants(args: Arguments, base: Config, environ: Mapping[str, str]) -> Confi
         except (UsageError, Refused) as exc:
             status = exc.status if isinstance(exc, Refused) else EXIT_USAGE
             raise Refused(f"--tenants {path}: tenant {tenant.name!r}: {exc}", status) from None
-    return replace(base, tenants=tenants, tenants_file=path, worker_options=passed)
+    run_dir = None if args.run_dir is None else expand(args.run_dir, environ)
+    return replace(base, tenants=tenants, tenants_file=path, run_dir=run_dir, worker_options=passed)
 
 
 #: Options of the front that every tenant's worker is started with too.

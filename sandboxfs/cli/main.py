@@ -312,6 +312,7 @@ def _sidecar_options(config: Config) -> SidecarOptions | None:
         json_response=config.json_response,
         max_body=config.limits.line_bytes,
         grace_seconds=config.shutdown_grace,
+        send_timeout=config.send_timeout,
     )
 
 

@@ -10,17 +10,19 @@ refused at startup rather than retried.
 from __future__ import annotations
 
 import logging
+import signal
+import sys
 from dataclasses import replace
 
 import trio
 
 from sandboxfs import __version__
 from sandboxfs.cli import hardening
-from sandboxfs.cli.arguments import EXIT_OK
 from sandboxfs.cli.config import Config
+from sandboxfs.cli.exits import EXIT_INTERRUPTED, EXIT_OK, INTERRUPTED
 from sandboxfs.cli.startup import fail, listen_on
 from sandboxfs.core import landlock
-from sandboxfs.transports.front import make_rundir, serve_front
+from sandboxfs.transports.front import RunDirError, make_rundir, remove_rundir, serve_front
 from sandboxfs.transports.sidecar import SidecarOptions
 from sandboxfs.transports.workers import WorkerSettings
 
@@ -28,30 +30,42 @@ log = logging.getLogger("sandboxfs")
 
 
 def serve_tenants(config: Config) -> int:
-    """Serve the tenants front until SIGTERM (or SIGINT)."""
+    """Serve the tenants front until SIGTERM (exit 0) or SIGINT (130, one line); the
+    workers' socket directory is removed however it ends but SIGKILL."""
     assert config.tenants is not None and config.endpoint is not None
-    listener, endpoint = listen_on(config.endpoint)
-    log.info("%s", replace(config, endpoint=endpoint).describe())
-    sidecar = SidecarOptions(
-        endpoint=endpoint,
-        token=None,  # each tenant's, from the tenants file
-        allowed_hosts=config.allowed_hosts,
-        allowed_origins=config.allowed_origins,
-        json_response=config.json_response,
-        max_body=config.limits.line_bytes,
-        grace_seconds=config.shutdown_grace,
-    )
-    settings = WorkerSettings(
-        rundir=make_rundir(),
-        log_level=config.log_level,
-        options=config.worker_options,
-        grace_seconds=config.shutdown_grace,
-    )
-    log.info("sandboxfs %s: tenants front; workers' sockets in %s", __version__, settings.rundir)
-    _confine_front(config)
-    hardening.confine_front(config, listener)
-    path = config.tenants_file or ""
-    trio.run(serve_front, listener, sidecar, path, config.tenants, settings)
+    try:
+        rundir = make_rundir(config.run_dir)
+    except RunDirError as exc:
+        fail(str(exc))
+    try:
+        listener, endpoint = listen_on(config.endpoint)
+        log.info("%s", replace(config, endpoint=endpoint).describe())
+        sidecar = SidecarOptions(
+            endpoint=endpoint,
+            token=None,  # each tenant's, from the tenants file
+            allowed_hosts=config.allowed_hosts,
+            allowed_origins=config.allowed_origins,
+            json_response=config.json_response,
+            max_body=config.limits.line_bytes,
+            grace_seconds=config.shutdown_grace,
+            send_timeout=config.send_timeout,
+        )
+        settings = WorkerSettings(
+            rundir=rundir,
+            log_level=config.log_level,
+            options=config.worker_options,
+            grace_seconds=config.shutdown_grace,
+        )
+        log.info("sandboxfs %s: tenants front; workers' sockets in %s", __version__, rundir)
+        _confine_front(config)
+        hardening.confine_front(config, listener)
+        path = config.tenants_file or ""
+        stopped_by = trio.run(serve_front, listener, sidecar, path, config.tenants, settings)
+    finally:  # (serve_front removed it already, unless it never ran)
+        remove_rundir(rundir)
+    if stopped_by == signal.SIGINT:  # drained like SIGTERM, but Ctrl-C says so
+        print(INTERRUPTED, file=sys.stderr, flush=True)
+        return EXIT_INTERRUPTED
     return EXIT_OK
 
 
