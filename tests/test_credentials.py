@@ -40,7 +40,7 @@ from sandboxfs.transports.credentials import (
     WeakCredential,
     read_token_file,
 )
-from sandboxfs.transports.front import Front
+from sandboxfs.transports.front import Front, _reload
 from sandboxfs.transports.tenants import Tenant, Tenants, TenantsError, parse_tenants
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -275,3 +275,21 @@ def test_subcommands_print_their_help(command: str, flag: str) -> None:
     assert done.returncode == EXIT_OK, done.stderr
     assert done.stdout.decode().startswith(f"usage: sandboxfs {command} ")
     assert b"exit status:" in done.stdout and done.stderr == b""
+
+
+@pytest.mark.parametrize("allow_weak", [False, True])
+def test_a_reload_reads_the_tenants_file_under_the_rule_it_was_started_with(
+    tmp_path: Path, allow_weak: bool
+) -> None:
+    """SIGHUP re-reads the file as the front read it at startup: a front started with
+    --allow-weak-tokens keeps accepting a test token's hash, one without it refuses."""
+    path = tmp_path / "tenants.toml"
+    digest = hashlib.sha256(b"test").hexdigest()
+    path.write_text(
+        f'[[tenant]]\nname = "b"\ntoken_sha256 = "{digest}"\ndirectories = ["/srv/b"]\n'
+    )
+    strong = Tenant(name="a", token_sha256="0" * 64, directories=("/srv/a",))
+    front = Front(Tenants({"a": strong}, allow_weak=allow_weak), workers=None, policy=None)  # type: ignore[arg-type]
+    _reload(front, str(path))
+    assert set(front.tenants.by_name) == ({"b"} if allow_weak else {"a"})
+    assert front.tenants.allow_weak is allow_weak

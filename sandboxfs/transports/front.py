@@ -395,7 +395,7 @@ async def serve_front(
 def _reload(front: Front, path: str) -> None:
     """Read the tenants file again; on a problem, keep the old one and say why."""
     try:
-        front.tenants = load_tenants(path)
+        front.tenants = load_tenants(path, allow_weak=front.tenants.allow_weak)
     except TenantsError as exc:
         log.error("SIGHUP: %s; keeping the tenants as they were", exc)
         return
@@ -404,7 +404,12 @@ def _reload(front: Front, path: str) -> None:
 
 def remove_rundir(rundir: str) -> None:
     """Remove the workers' socket directory and what is left in it (their sockets)."""
-    with contextlib.suppress(OSError):
-        for name in os.listdir(rundir):
+    try:
+        names = os.listdir(rundir)
+    except OSError:
+        return
+    for name in names:  # one at a time: a worker's helper may have removed its socket
+        with contextlib.suppress(OSError):
             os.unlink(os.path.join(rundir, name))
+    with contextlib.suppress(OSError):
         os.rmdir(rundir)

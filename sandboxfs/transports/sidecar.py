@@ -326,8 +326,9 @@ async def serve_gate(
     stopping = trio.Event()
     stopped_by: list[signal.Signals] = []
 
-    async def watch_signals() -> None:
+    async def watch_signals(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            task_status.started()
             async for signum in signals:
                 stopped_by.append(signal.Signals(signum))
                 break
@@ -344,9 +345,10 @@ async def serve_gate(
                 draining.cancel_scope.cancel()
             stopping.set()
 
-    log.info("sandboxfs serving MCP on %s", endpoint.describe())
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(watch_signals)
+        await nursery.start(watch_signals)
+        # Said once SIGTERM and SIGINT are caught: the line is a true ready signal.
+        log.info("sandboxfs serving MCP on %s", endpoint.describe())
         await serve_connections(
             gate, config, listener, send_timeout=options.send_timeout, stopping=stopping
         )

@@ -115,6 +115,9 @@ class Tenants:
     """Every tenant of a tenants file, by name."""
 
     by_name: Mapping[str, Tenant]
+    #: Whether the hashes of well-known test tokens were accepted (--allow-weak-tokens):
+    #: a reload reads the file again under the same rule.
+    allow_weak: bool = False
 
     def authenticate(self, presented: str) -> Tenant | None:
         """The tenant whose token this is, or None (always for an empty token).  Every
@@ -169,7 +172,7 @@ def parse_tenants(document: Mapping[str, Any], path: str, *, allow_weak: bool = 
             )
         by_name[tenant.name] = tenant
         hashes[tenant.token_sha256] = tenant.name
-    return Tenants(by_name)
+    return Tenants(by_name, allow_weak=allow_weak)
 
 
 def _tenant(entry: Mapping[str, Any], where: str, *, allow_weak: bool) -> Tenant:
