@@ -115,7 +115,7 @@ class Tenants:
     """Every tenant of a tenants file, by name."""
 
     by_name: Mapping[str, Tenant]
-    #: Whether the hashes of well-known test tokens were accepted (--allow-weak-tokens):
+    #: Whether the hashes of well-known test tokens were accepted (for tests):
     #: a reload reads the file again under the same rule.
     allow_weak: bool = False
 
