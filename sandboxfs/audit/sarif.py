@@ -33,7 +33,7 @@ from sandboxfs.audit.verdicts import Result, counts, summary
 SARIF_SCHEMA: Final = "https://json.schemastore.org/sarif-2.1.0.json"
 #: The key of the audit's partial fingerprint; its version changes if its recipe does.
 FINGERPRINT: Final = "sandboxfsAudit/v1"
-_LINE: Final = re.compile(r"(.+):([1-9][0-9]*)")
+_LINE: Final = re.compile(r"(.*):([0-9]+)")
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ class Location:
         if spec is not None:
             match = _LINE.fullmatch(spec)
             name, line = (match[1], int(match[2])) if match else (spec, 1)
-            if not name:
+            if not name or line < 1:
                 raise ValueError(f"--location {spec!r}: give FILE or FILE:LINE")
             return cls(_uri(Path(name), here), line)
         for word in command:
