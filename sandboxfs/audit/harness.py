@@ -30,7 +30,7 @@ from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 
-from sandboxfs.audit import leash, procs
+from sandboxfs.audit import dialects, leash, procs
 from sandboxfs.audit.verdicts import Trials
 
 Era = Literal["2025", "2026"]
@@ -176,13 +176,19 @@ class Session:
         return set() if pid is None else {pid, *procs.descendants(pid)}
 
     def has(self, tool: str) -> bool:
-        return tool in self.tools
+        """Whether the server has ``tool``, or a tool known to do the same
+        (:mod:`sandboxfs.audit.dialects`)."""
+        return dialects.translation(tool, self.tools) is not None
 
     async def call(self, tool: str, **arguments: Any) -> Reply:
-        if tool not in self.tools:
+        """Call ``tool`` (a reference tool name; the server's own name for it if it has
+        another, see :mod:`sandboxfs.audit.dialects`) with a timeout."""
+        found = dialects.translation(tool, self.tools)
+        if found is None:
             raise CaseSkipped(f"the server has no {tool} tool")
+        name, translate = found
         request = types.CallToolRequest(
-            params=types.CallToolRequestParams(name=tool, arguments=arguments)
+            params=types.CallToolRequestParams(name=name, arguments=translate(arguments))
         )
         reply: Reply | None = None
         with trio.move_on_after(self.timeout):
@@ -195,8 +201,8 @@ class Session:
                 reply = Reply(True, exc.error.message, exc.error.model_dump_json())
         if reply is None:
             self.hung = True
-            raise ServerHung(f"{tool} got no answer within {self.timeout:g} s")
-        self.replies.append(({"tool": tool, **arguments}, reply))
+            raise ServerHung(f"{_named(tool, name)} got no answer within {self.timeout:g} s")
+        self.replies.append(({"tool": _named(tool, name), **arguments}, reply))
         return reply
 
     async def alive(self) -> bool:
@@ -207,6 +213,10 @@ class Session:
             except Exception:
                 return False
         return False
+
+
+def _named(tool: str, name: str) -> str:
+    return tool if tool == name else f"{tool} (the server's {name})"
 
 
 @dataclass
