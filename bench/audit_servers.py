@@ -304,6 +304,72 @@ def run_to_run(name: str) -> str:
     )
 
 
+def reference_tables(names: list[str]) -> str:  # noqa: PLR0912 - three tables
+    """Markdown for docs/audit-reference.md: run to run, the probabilistic cases'
+    attempts, and every case's verdicts, over every saved run of ``names``."""
+    runs = {name: saved(name) for name in names if saved(name)}
+    out = [
+        "| server | version | runs | distinct verdict lists | counts (runs) | one audit took |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, records in runs.items():
+        lists = {
+            json.dumps(sorted((r["case"], r["status"]) for r in rec["results"]))  # type: ignore[attr-defined]
+            for rec in records
+        }
+        summaries = Counter(str(rec["summary"]) for rec in records)
+        said = "; ".join(f"{s} ({n})" for s, n in summaries.items())
+        seconds = [float(rec["seconds"]) for rec in records]  # type: ignore[arg-type]
+        out.append(
+            f"| {name} | {records[-1]['version']} | {len(records)} | {len(lists)} | {said} | "
+            f"{min(seconds):.0f}-{max(seconds):.0f} s |"
+        )
+    verdicts: dict[str, dict[str, Counter[str]]] = {}
+    trials: dict[str, dict[str, list[dict[str, object]]]] = {}
+    for name, records in runs.items():
+        for rec in records:
+            for result in rec["results"]:  # type: ignore[attr-defined]
+                verdicts.setdefault(result["case"], {}).setdefault(name, Counter())[
+                    result["status"]
+                ] += 1
+                if result.get("trials"):
+                    trials.setdefault(result["case"], {}).setdefault(name, []).append(
+                        result["trials"]
+                    )
+    out += ["", "### Probabilistic cases", ""]
+    out.append("| case | " + " | ".join(runs) + " |")
+    out.append("|---" * (len(runs) + 1) + "|")
+    for case, by_server in trials.items():
+        cells = []
+        for name in runs:
+            seen = by_server.get(name, [])
+            escaped = [int(t["attempts"]) for t in seen if t["escaped"]]  # type: ignore[call-overload]
+            held = [int(t["attempts"]) for t in seen if not t["escaped"]]  # type: ignore[call-overload]
+            parts = []
+            if escaped:
+                parts.append(
+                    f"got through {len(escaped)}/{len(seen)}, at attempt "
+                    f"{min(escaped)}-{max(escaped)}"
+                )
+            if held:
+                parts.append(f"held {len(held)}/{len(seen)} ({min(held)}-{max(held)} attempts)")
+            cells.append("; ".join(parts) or "-")
+        out.append(f"| `{case}` | " + " | ".join(cells) + " |")
+    out += ["", "### Every case", ""]
+    out.append("| case | " + " | ".join(runs) + " |")
+    out.append("|---" * (len(runs) + 1) + "|")
+    for case, by_server in verdicts.items():
+        cells = []
+        for name, records in runs.items():
+            counter = by_server.get(name, Counter())
+            if len(counter) == 1 and sum(counter.values()) == len(records):
+                cells.append(next(iter(counter)))
+            else:
+                cells.append(", ".join(f"{s} {n}/{len(records)}" for s, n in counter.items()))
+        out.append(f"| `{case}` | " + " | ".join(cells) + " |")
+    return "\n".join(out) + "\n"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--servers", default=",".join(SERVERS), help="comma-separated names")
@@ -311,6 +377,11 @@ def main() -> int:
     parser.add_argument("--table-only", action="store_true", help="rewrite the page only")
     parser.add_argument("--no-table", action="store_true", help="do not rewrite the page")
     parser.add_argument("--fresh", action="store_true", help="forget the saved runs first")
+    parser.add_argument(
+        "--reference-tables",
+        action="store_true",
+        help="print the run-to-run tables of docs/audit-reference.md for --servers",
+    )
     parser.add_argument("audit_options", nargs="*", help="more options for sandboxfs audit")
     args = parser.parse_args()
     names = [n for n in args.servers.split(",") if n]
@@ -331,6 +402,8 @@ def main() -> int:
         print(f"wrote {TABLE.relative_to(ROOT)}", file=sys.stderr)
     for name in names:
         print(run_to_run(name))
+    if args.reference_tables:
+        print(reference_tables(names))
     return 0
 
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import json
-import os
 import shutil
 import signal
 import sys
@@ -127,8 +126,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _found(program: str) -> bool:
-    if "/" in program:
-        return os.access(program, os.X_OK) and not Path(program).is_dir()
+    """Whether ``program`` can be run (a path, or a name found on PATH)."""
     return shutil.which(program) is not None
 
 
