@@ -648,3 +648,37 @@ def test_ctrl_c_during_a_race_leaves_no_attacker_and_no_scratch(tmp_path: Path) 
     finally:
         auditor.kill()
         auditor.communicate()
+
+
+#: A server that runs only once at a time (it holds a lock for its life), as some do
+#: (a fixed port, a lock file): the lanes whose server will not start retire, and the
+#: first lane runs every case.
+SINGLE_INSTANCE = """
+import fcntl, os, sys
+lock = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o600)
+try:
+    fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+except BlockingIOError:
+    sys.exit("another instance holds the lock")
+os.set_inheritable(lock, True)
+os.execv(sys.executable, [sys.executable, "-m", "sandboxfs", sys.argv[2]])
+"""
+
+
+def test_lanes_whose_server_will_not_start_retire_and_the_others_run_every_case(
+    tmp_path: Path,
+) -> None:
+    script = tmp_path / "single.py"
+    script.write_text(SINGLE_INSTANCE)
+    code, output, results = _audit(
+        tmp_path,
+        "--quick",
+        "--jobs",
+        "3",
+        "--category",
+        "symlinks",
+        server=[sys.executable, str(script), str(tmp_path / "lock"), "{root}"],
+    )
+    assert code == 0, output
+    assert len(results) == 12 and {r["status"] for r in results} == {"PASS"}, output
+    assert "another instance holds the lock" in (tmp_path / "server.log").read_text()
