@@ -252,7 +252,13 @@ def table() -> str:
         "`bench/.reference/audit/`, audits it once with the default budget, 2025 era, and",
         "writes this page from the saved results). Each cell is passed/cases of the",
         "category, then failed (F), errors (E) and not applicable (n/a). A case is N/A",
-        "when the server has no tool it needs. Run on Linux 6.18, as root, on 2 cores.",
+        "when the server has no tool it needs. Run on Linux 6.18, as root, on 2 cores",
+        "shared with other work. Servers that name the reference tools otherwise are",
+        "called through their own tools where the audit knows the translation",
+        "(`sandboxfs/audit/dialects.py`: desktop-commander's `read_file`, `edit_block`,",
+        "`write_file` in append mode; @j0hanz/filesystem-mcp's `read`, `create`, `edit`,",
+        "`list`, `stat`, `move`, `find_files`); the rest of their tools are not attacked.",
+        "A race that reached its time bound (240 s) says how many attempts it made.",
         "",
         "| server | version | date | passed | failed | errors | n/a | took |",
         "|---|---|---|---|---|---|---|---|",
@@ -272,11 +278,16 @@ def table() -> str:
         lines.append(f"| {category} | " + " | ".join(_cell(c[category]) for c in counts) + " |")
     lines += ["", "## How each was run", ""]
     for server, record in records:
+        command = str(record["command"])
         lines += [
             f"* **{server.name}** ({server.source}: `{' '.join(server.packages)}`): "
-            f"{server.note}. Exit status {record['exit']}; command:",
+            f"{server.note}. Exit status {record['exit']}, {record['summary']}; command:",
             "",
-            f"  `{record['command']}`",
+            *(
+                ["  ```", *[f"  {line}" for line in command.splitlines()], "  ```"]
+                if "\n" in command
+                else [f"  `{command}`"]
+            ),
             "",
         ]
     lines += [
