@@ -143,7 +143,9 @@ class _Server:
 
 
 class _Queue:
-    """The cases still to run, handed out so that no two exclusive cases run at once."""
+    """The cases still to run, handed out so that no two exclusive cases run at once.
+    A lane asking for work gets none only when nothing is pending and no other lane
+    holds a case it might hand back."""
 
     def __init__(self, plan: Plan) -> None:
         def rank(item: tuple[int, Case]) -> tuple[int, int]:
@@ -152,15 +154,17 @@ class _Queue:
             return early, index
 
         self.pending = sorted(enumerate(plan.cases, start=1), key=rank)
+        self._held = 0
         self._exclusive_running = False
         self._changed = trio.Event()
 
     async def take(self) -> tuple[int, Case] | None:
-        while self.pending:
+        while self.pending or self._held:
             for item in self.pending:
                 if not (item[1].exclusive and self._exclusive_running):
                     self.pending.remove(item)
                     self._exclusive_running |= item[1].exclusive
+                    self._held += 1
                     return item
             await self._changed.wait()
         return None
@@ -170,6 +174,7 @@ class _Queue:
         self.done(item[1])
 
     def done(self, case: Case) -> None:
+        self._held -= 1
         if case.exclusive:
             self._exclusive_running = False
         self._changed.set()
