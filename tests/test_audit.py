@@ -682,3 +682,32 @@ def test_lanes_whose_server_will_not_start_retire_and_the_others_run_every_case(
     assert code == 0, output
     assert len(results) == 12 and {r["status"] for r in results} == {"PASS"}, output
     assert "another instance holds the lock" in (tmp_path / "server.log").read_text()
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("--timeout", "nan"),
+        ("--timeout", "inf"),
+        ("--timeout", "-1"),
+        ("--timeout", "0"),
+        ("--jobs", "0"),
+        ("--jobs", "-3"),
+        ("--jobs", "1.5"),
+        ("--max-memory-growth", "-1"),
+        ("--max-memory-growth", "inf"),
+    ],
+)
+def test_every_number_of_the_audit_is_finite_and_in_range(option: str, value: str) -> None:
+    """Issue 26: a number that is not finite or not in range is a usage error (exit 2,
+    one line naming the option), before any server is started."""
+    run = subprocess.run(
+        [sys.executable, "-m", "sandboxfs", "audit", option, value, "--", "/nonexistent", "{root}"],
+        capture_output=True,
+        text=True,
+        env=server_env(),
+        timeout=120,
+    )
+    assert run.returncode == 2, run.stderr
+    assert f"argument {option}:" in run.stderr.splitlines()[-1]
+    assert "Traceback" not in run.stderr

@@ -22,12 +22,14 @@ from __future__ import annotations
 import argparse
 import fnmatch
 import json
+import math
 import shutil
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import trio
 
@@ -60,6 +62,23 @@ def _print(result: Result) -> None:
     print(line, flush=True)
 
 
+def _bounded(kind: type[int] | type[float], low: float, high: float) -> Callable[[str], Any]:
+    """An argparse type: a finite number of ``kind`` within [low, high] (nan, inf and
+    values out of range are usage errors naming the option)."""
+
+    def convert(text: str) -> int | float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if not math.isfinite(value) or not low <= value <= high:
+            bounds = f"{kind(low)} to {kind(high)}"
+            raise argparse.ArgumentTypeError(f"must be from {bounds}, got {text}")
+        return value
+
+    return convert
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="sandboxfs audit",
@@ -79,17 +98,20 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--jobs",
-        type=int,
+        type=_bounded(int, 1, 64),
         default=DEFAULT_JOBS,
         metavar="N",
         help=f"lanes of cases side by side, each with its own server [{DEFAULT_JOBS}]",
     )
     parser.add_argument(
-        "--timeout", type=float, default=None, help="seconds per call [15; 5 with --quick]"
+        "--timeout",
+        type=_bounded(float, 0.1, 3600),
+        default=None,
+        help="seconds per call [15; 5 with --quick]",
     )
     parser.add_argument(
         "--max-memory-growth",
-        type=int,
+        type=_bounded(int, 1, 1 << 20),
         default=MEMORY_GROWTH_LIMIT >> 20,
         metavar="MIB",
         help="a case fails if the server's peak memory grows by more than this "

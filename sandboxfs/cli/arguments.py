@@ -352,7 +352,7 @@ def help_text() -> str:
     defaults = Limits()
     lines = [
         "usage: sandboxfs [OPTIONS] [--] DIR[:ro|:rw]...",
-        "       sandboxfs audit [--era 2025|2026] [--json FILE] -- CMD ... {root}",
+        "       sandboxfs audit [--quick] [--sarif FILE] ... -- CMD ... {root}  (see audit --help)",
         "       sandboxfs workspaces BASE [--prune AGE]",
         "       sandboxfs --tenants FILE --http HOST:PORT   (one worker process per tenant)",
         "       sandboxfs hash-token [TOKEN_FILE]           (a tenant's token_sha256)",
