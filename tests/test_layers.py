@@ -52,6 +52,7 @@ PATH_CALLS = {
     "transports/credentials.py": "reads the operator's --token-file",
     "transports/front.py": "makes and removes the workers' private socket directory",
     "transports/workers.py": "removes a worker's stale socket in that directory",
+    "transports/metrics.py": "keeps /proc/self/statm and /proc/self/fd open for the process metrics",
     "audit/attacker.py": "the attacker changes the tree as a local attacker would",
     "audit/cases/path_syntax.py": "the auditor builds fixtures",
     "audit/cases/symlinks.py": "the auditor builds fixtures",

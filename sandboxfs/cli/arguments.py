@@ -115,6 +115,19 @@ VALUE_OPTIONS: Final[dict[str, tuple[str, str, str, bool]]] = {
         "what goes to stderr: warning, info (the default) or debug",
         False,
     ),
+    "--log-format": (
+        "log_format",
+        "FORMAT",
+        "stderr lines as 'json' (one object a line) or 'text' [text on a terminal, else json]",
+        False,
+    ),
+    "--metrics": (
+        "metrics",
+        "HOST:PORT",
+        "also serve /metrics there, without a token (HTTP; /metrics is always served "
+        "behind the token)",
+        False,
+    ),
     "--hide": (
         "hide",
         "PATTERN",
@@ -164,8 +177,10 @@ HTTP_ONLY: Final = (
     "--json-response",
     "--allow-weak-tokens",
     "--send-timeout",
+    "--metrics",
 )
 LOG_LEVELS: Final = ("warning", "info", "debug")
+LOG_FORMATS: Final = ("json", "text")
 
 #: Limit options: option -> Limits field.
 LIMIT_OPTIONS: Final[dict[str, str]] = {
@@ -230,6 +245,9 @@ class Arguments:
     send_timeout: float = SEND_TIMEOUT
     audit_log: str = "-"
     log_level: str = "info"
+    #: None: text on a terminal, JSON otherwise (decided by the configuration).
+    log_format: str | None = None
+    metrics: str | None = None
     workspaces: str | None = None
     workspace_id: str | None = None
     hide: list[str] = field(default_factory=list)
@@ -306,12 +324,18 @@ def parse_arguments(argv: Sequence[str]) -> Arguments:
     if "" in args.directories:
         raise UsageError("an empty argument is no directory")
     args.limits = dataclasses.replace(Limits(), **limit_values)  # type: ignore[arg-type]
-    if args.http is not None:
-        try:
-            Endpoint.parse_tcp(args.http)
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
+    _check_endpoints(args)
     return args
+
+
+def _check_endpoints(args: Arguments) -> None:
+    """``--http`` and ``--metrics``: each a HOST:PORT (UsageError naming the option)."""
+    for option, text in (("--http", args.http), ("--metrics", args.metrics)):
+        if text is not None:
+            try:
+                Endpoint.parse_tcp(text, option)
+            except ValueError as exc:
+                raise UsageError(str(exc)) from None
 
 
 def _set_flag(args: Arguments, option: str) -> None:
@@ -341,6 +365,8 @@ def _set_value(
         return
     if option == "--log-level" and value not in LOG_LEVELS:
         raise UsageError(f"--log-level must be one of {', '.join(LOG_LEVELS)}, got {value!r}")
+    if option == "--log-format" and value not in LOG_FORMATS:
+        raise UsageError(f"--log-format must be one of {', '.join(LOG_FORMATS)}, got {value!r}")
     attribute, _, _, repeatable = VALUE_OPTIONS[option]
     if repeatable:
         getattr(args, attribute).append(value)

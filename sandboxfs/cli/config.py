@@ -61,6 +61,7 @@ Mode = Literal["stdio", "http", "unix"]
 #: directories, or name the directories served.
 RootsRule = Literal["unused", "confine", "replace"]
 LandlockRule = Literal["off", "try", "require"]
+LogFormat = Literal["json", "text"]
 
 
 @final
@@ -83,6 +84,11 @@ class Config:
     no_xdev: bool
     limits: Limits
     log_level: str = "info"
+    #: How stderr lines are written: "text" for people, "json" for machines
+    #: (--log-format; by default text on a terminal, JSON otherwise).
+    log_format: LogFormat = "json"
+    #: Where /metrics is also served without a token (--metrics), or None.
+    metrics: Endpoint | None = None
     audit_log: str = "-"
     token: str | None = None
     #: Where the token came from (for the log), or "" without one.
@@ -151,8 +157,11 @@ class Config:
         if self.tenants is not None:
             names = ", ".join(sorted(self.tenants.by_name))
             assert self.endpoint is not None
+            metrics = (
+                "" if self.metrics is None else f"metrics on {_metrics_url(self.metrics)}; "
+            )
             return (
-                f"Configuration: tenants front on {self.endpoint.describe()}: "
+                f"Configuration: tenants front on {self.endpoint.describe()}: {metrics}"
                 f"{len(self.tenants.by_name)} tenant(s) ({names}), each served by its own "
                 f"worker with its own directories and rules; {_landlock(self.landlock)}; "
                 f"{_seccomp(self.seccomp)}"
@@ -162,6 +171,8 @@ class Config:
         else:
             token = f"bearer token from {self.token_source}" if self.token else "no bearer token"
             parts = [f"HTTP on {self.endpoint.describe()} ({token})"]
+            if self.metrics is not None:
+                parts.append(f"metrics on {_metrics_url(self.metrics)} (no token)")
         shown = [f"{quote_path(d.path)} ({d.policy.describe()})" for d in self.directories]
         parts.append("directories: " + (", ".join(shown) if shown else "none of its own"))
         if self.workspaces is not None:
@@ -175,6 +186,10 @@ class Config:
             parts.append(_landlock(self.landlock))
         parts.append(_seccomp(self.seccomp))
         return "Configuration: " + "; ".join(parts)
+
+
+def _metrics_url(endpoint: Endpoint) -> str:
+    return endpoint.describe().removesuffix("/mcp") + "/metrics"
 
 
 def _rules(policy: Policy) -> str:
@@ -210,8 +225,9 @@ def _seccomp(rule: LandlockRule) -> str:
     }[rule]
 
 
-def build(args: Arguments, environ: Mapping[str, str]) -> Config:
-    """Decide the whole configuration, or raise Refused."""
+def build(args: Arguments, environ: Mapping[str, str], *, terminal: bool = False) -> Config:
+    """Decide the whole configuration, or raise Refused.  ``terminal``: whether
+    stderr is a terminal (the log format's default)."""
     switches = environment.test_switches(environ)
     _check_modes(args)
     endpoint = args.endpoint
@@ -228,6 +244,8 @@ def build(args: Arguments, environ: Mapping[str, str]) -> Config:
         no_xdev=args.no_xdev,
         limits=args.limits,
         log_level=args.log_level,
+        log_format=_log_format(args.log_format, terminal=terminal),
+        metrics=None if args.metrics is None else Endpoint.parse_tcp(args.metrics, "--metrics"),
         audit_log=args.audit_log,
         allow_weak_tokens=args.allow_weak_tokens,
         allowed_hosts=tuple(args.allowed_hosts),
@@ -245,6 +263,12 @@ def build(args: Arguments, environ: Mapping[str, str]) -> Config:
     config = replace(config, roots=_roots_rule(args, config))
     token, source = environment.token(args, config.endpoint, environ)
     return replace(config, token=token, token_source=source)
+
+
+def _log_format(given: str | None, *, terminal: bool) -> LogFormat:
+    if given == "json" or (given is None and not terminal):
+        return "json"
+    return "text"
 
 
 def _check_modes(args: Arguments) -> None:

@@ -19,6 +19,7 @@ import signal
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
+from functools import partial
 from typing import TYPE_CHECKING, Final, TextIO
 
 import trio
@@ -48,8 +49,10 @@ from sandboxfs.core.watch import Stall
 from sandboxfs.fs.workspaces import SessionLease
 from sandboxfs.session.access import AccessControl
 from sandboxfs.session.auditlog import AuditLog
+from sandboxfs.session.metrics import NO_METRICS
 from sandboxfs.session.server import SandboxfsServer, ServerOptions
 from sandboxfs.session.workspaces import WorkspaceSessions
+from sandboxfs.tools import served_tools
 from sandboxfs.tools.accounts import Accounts
 from sandboxfs.transports.credentials import WEAK_WARNING
 from sandboxfs.transports.sidecar import SidecarOptions, serve_http
@@ -57,6 +60,8 @@ from sandboxfs.transports.stdio import serve_stdio, take_stdio
 
 if TYPE_CHECKING:
     import socket
+
+    from sandboxfs.transports.metrics import ServerMetrics
 
 log = logging.getLogger("sandboxfs")
 
@@ -155,7 +160,7 @@ def serve(config: Config) -> int:
     # Everything that needs the filesystem or the network outside the allowed
     # directories happens before Landlock: the wire, the audit log, user names.
     sidecar = _sidecar_options(config)
-    listener = cleanup = None
+    listener = cleanup = metrics_listener = None
     try:
         if sidecar is not None:
             with interrupts_held():  # a socket is made only with what removes it
@@ -164,8 +169,11 @@ def serve(config: Config) -> int:
                     cleanup = SocketCleanup(endpoint.unix, confined=config.landlock != "off")
             sidecar = replace(sidecar, endpoint=endpoint)  # with the port it really got
             config = replace(config, endpoint=endpoint)
+            if config.metrics is not None:
+                metrics_listener, metrics_endpoint = listen_on(config.metrics)
+                config = replace(config, metrics=metrics_endpoint)
         log.info("%s", config.describe())
-        return _serve(config, roots, sidecar, listener)
+        return _serve(config, roots, sidecar, (listener, metrics_listener))
     finally:
         if cleanup is not None:
             cleanup.finish()
@@ -175,9 +183,11 @@ def _serve(
     config: Config,
     roots: list[Root],
     sidecar: SidecarOptions | None,
-    listener: socket.socket | None,
+    listeners: tuple[socket.socket | None, socket.socket | None],
 ) -> int:
+    listener, metrics_listener = listeners
     wire = take_stdio() if sidecar is None else None
+    metrics = None if sidecar is None else server_metrics()
     audit = AuditLog(_open_audit_log(config.audit_log))
     accounts = Accounts.load()
     workspaces, lease = _open_workspaces(config, roots)
@@ -203,10 +213,12 @@ def _serve(
         roots=sidecar is None,
         audit=audit,
         workspaces=workspaces,
+        metrics=NO_METRICS if metrics is None else metrics,
     )
     server = SandboxfsServer(options, access)
     if sidecar is not None and listener is not None:
-        stopped_by = trio.run(serve_http, server, listener, sidecar)
+        serving = partial(serve_http, metrics=metrics, metrics_listener=metrics_listener)
+        stopped_by = trio.run(serving, server, listener, sidecar)
         if stopped_by == signal.SIGINT:  # drained like SIGTERM, but Ctrl-C says so
             return _interrupted()
         return EXIT_OK
@@ -214,6 +226,13 @@ def _serve(
     log.info("sandboxfs %s serving MCP on stdio", __version__)
     code: int = trio.run(lambda: serve_stdio(server, wire, max_line=config.limits.line_bytes))
     return code
+
+
+def server_metrics() -> ServerMetrics:
+    """The metrics of an HTTP server (prometheus_client is imported only for HTTP)."""
+    from sandboxfs.transports.metrics import ServerMetrics  # noqa: PLC0415
+
+    return ServerMetrics([spec.name for spec in served_tools(read_only=False, workspaces=True)])
 
 
 def access_control(config: Config, roots: list[Root], *, landlocked: bool) -> AccessControl:

@@ -13,6 +13,7 @@ import logging
 import signal
 import sys
 from dataclasses import replace
+from functools import partial
 
 import trio
 
@@ -39,7 +40,12 @@ def serve_tenants(config: Config) -> int:
         fail(str(exc))
     try:
         listener, endpoint = listen_on(config.endpoint)
-        log.info("%s", replace(config, endpoint=endpoint).describe())
+        config = replace(config, endpoint=endpoint)
+        metrics_listener = None
+        if config.metrics is not None:
+            metrics_listener, metrics_endpoint = listen_on(config.metrics)
+            config = replace(config, metrics=metrics_endpoint)
+        log.info("%s", config.describe())
         sidecar = SidecarOptions(
             endpoint=endpoint,
             token=None,  # each tenant's, from the tenants file
@@ -60,7 +66,8 @@ def serve_tenants(config: Config) -> int:
         _confine_front(config)
         hardening.confine_front(config, listener)
         path = config.tenants_file or ""
-        stopped_by = trio.run(serve_front, listener, sidecar, path, config.tenants, settings)
+        serving = partial(serve_front, metrics_listener=metrics_listener)
+        stopped_by = trio.run(serving, listener, sidecar, path, config.tenants, settings)
     finally:  # (serve_front removed it already, unless it never ran)
         remove_rundir(rundir)
     if stopped_by == signal.SIGINT:  # drained like SIGTERM, but Ctrl-C says so

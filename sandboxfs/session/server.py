@@ -37,6 +37,13 @@ from sandboxfs.session.blocking import BlockingRunner
 from sandboxfs.session.core import SessionConfig
 from sandboxfs.session.effects import Caller
 from sandboxfs.session.jsonrpc import INVALID_PARAMS, MODERN_VERSIONS, ProtocolError
+from sandboxfs.session.metrics import (
+    NO_METRICS,
+    CallObserver,
+    Outcome,
+    refusal_reason,
+    tool_label,
+)
 from sandboxfs.session.resources import FILE_TEMPLATE, read_resource
 from sandboxfs.tools import CallContext, MediaBlock, ToolResult, ToolSpec, served_tools
 from sandboxfs.tools.accounts import Accounts
@@ -199,6 +206,8 @@ class ServerOptions:
     audit: AuditLog = field(default_factory=lambda: AuditLog(None))
     #: ``--workspaces``: every session's private directory and the stores.
     workspaces: WorkspaceSessions | None = None
+    #: Told of every call and refusal (the HTTP transports' /metrics).
+    metrics: CallObserver = NO_METRICS
 
 
 @final
@@ -212,6 +221,10 @@ class SandboxfsServer:
             read_only=options.read_only, workspaces=options.workspaces is not None
         )
         self.by_name = {spec.name: spec for spec in self.specs}
+        #: Every tool sandboxfs has, served here or not (the metrics' tool labels).
+        self.tool_names = frozenset(
+            spec.name for spec in served_tools(read_only=False, workspaces=True)
+        )
         self.schemas = {spec.name: spec.input_schema() for spec in self.specs}
         self.arguments_ok = {name: compile_schema(schema) for name, schema in self.schemas.items()}
         self.tool_definitions = [
@@ -299,6 +312,8 @@ class SandboxfsServer:
         spec = self.by_name.get(name)
         if spec is None:
             self._audit(name, arguments, caller, started, error="EINVAL")
+            if self.options.read_only and name in self.tool_names:
+                self.options.metrics.refused(name, "read_only")  # not served: --read-only
             raise ProtocolError(INVALID_PARAMS, f"Unknown tool: {name}")
         result = await self._run_tool(spec, arguments, caller, progress)
         failed = bool(result["isError"])
@@ -326,6 +341,9 @@ class SandboxfsServer:
         error: str | None,
         size: int = 0,
     ) -> None:
+        seconds = time.monotonic() - started
+        outcome: Outcome = "error" if error is not None else "ok"
+        self.options.metrics.called(tool_label(name, self.tool_names), outcome, seconds, size)
         self.options.audit.record(
             tool=name,
             arguments=arguments,
@@ -333,10 +351,10 @@ class SandboxfsServer:
             protocol=caller.protocol_version,
             client=caller.client,
             peer=caller.peer,
-            outcome="error" if error is not None else "ok",
+            outcome=outcome,
             code=error,
             size=size,
-            seconds=time.monotonic() - started,
+            seconds=seconds,
         )
 
     async def _run_tool(
@@ -362,6 +380,7 @@ class SandboxfsServer:
                 if modern and self.access.cli.empty
                 else "Access denied - no allowed directories"
             )
+            self.options.metrics.refused(spec.name, "outside")
             return error_result(message, AccessDenied.default_code)
         sandbox = self.sandbox(effective)
         allowed = tuple(effective.allow.display())
@@ -386,6 +405,9 @@ class SandboxfsServer:
         try:
             result = await self.bounded(work) if spec.touches_filesystem else work(NO_WATCH)
         except SandboxError as exc:
+            reason = refusal_reason(exc)
+            if reason is not None:
+                self.options.metrics.refused(spec.name, reason)
             return error_result(str(exc), exc.code)
         return to_wire(result)
 
