@@ -88,6 +88,16 @@ def _text(result: types.CallToolResult) -> str:
     return "".join(c.text for c in result.content if isinstance(c, types.TextContent))
 
 
+def said(line: str) -> str:
+    """What a server's log line says: the message of a JSON line (the log's format
+    when stderr is no terminal), or the text line itself."""
+    if line.startswith("{"):
+        record = json.loads(line)
+        if record.get("log") == "operator":
+            return str(record["message"])
+    return line.rstrip("\n")
+
+
 def server_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """The server's environment: this interpreter's import path, HOME, and ``extra``."""
     env = {"PYTHONPATH": os.pathsep.join(sys.path), "HOME": os.environ.get("HOME", "/root")}

@@ -20,7 +20,7 @@ import pytest
 from sidecar_helpers import TOKEN, Sidecar, free_port, sidecar, wait_healthy
 from test_tenants import TOKEN_A, _wait, tenants_toml
 
-from mcp_client import SERVER, server_env
+from mcp_client import SERVER, said, server_env
 from sandboxfs.core.errors import (
     AccessDenied,
     NotFound,
@@ -82,7 +82,10 @@ def _call(port: int, tool: str, token: str = TOKEN, **arguments: Any) -> dict[st
             },
         )
         response = connection.getresponse()
-        answer: dict[str, Any] = json.loads(response.read())
+        body = response.read()
+        if response.getheader("content-type") != "application/json":  # refused before MCP
+            return {"status": response.status, "error": body.decode()}
+        answer: dict[str, Any] = json.loads(body)
         return answer
     finally:
         connection.close()
@@ -127,10 +130,12 @@ def served(tmp_path: Path) -> Iterator[tuple[Sidecar, int, Path]]:
 def test_metrics_parse_and_count_calls_refusals_and_bytes(
     served: tuple[Sidecar, int, Path], tmp_path: Path
 ) -> None:
-    s, metrics_port, work = served
+    s, _metrics_port, work = served
     frozen = tmp_path / "frozen"
     (work / "slow").mkdir()
-    assert _call(s.port, "read_text_file", path=str(work / "hello.txt"))["result"]["isError"] is False
+    assert (
+        _call(s.port, "read_text_file", path=str(work / "hello.txt"))["result"]["isError"] is False
+    )
     assert _call(s.port, "read_text_file", path=str(work / "missing.txt"))["result"]["isError"]
     refused = {
         "outside": _call(s.port, "read_text_file", path="/etc/passwd"),
@@ -222,18 +227,20 @@ def test_a_session_being_served_is_counted_while_it_runs(tmp_path: Path) -> None
         )
         try:
             _wait(
-                lambda: _value(
-                    _samples(_get(s.port, "/metrics", TOKEN)[2]), "sandboxfs_active_sessions"
+                lambda: (
+                    _value(
+                        _samples(_get(s.port, "/metrics", TOKEN)[2]), "sandboxfs_active_sessions"
+                    )
+                    == 1
                 )
-                == 1
             )
         finally:
             connection.close()
         _wait(
-            lambda: _value(
-                _samples(_get(s.port, "/metrics", TOKEN)[2]), "sandboxfs_active_sessions"
+            lambda: (
+                _value(_samples(_get(s.port, "/metrics", TOKEN)[2]), "sandboxfs_active_sessions")
+                == 0
             )
-            == 0
         )
 
 
@@ -290,12 +297,14 @@ def test_the_tenants_front_counts_its_workers_restarts(tmp_path: Path) -> None:
         answer = _call(port, "read_text_file", TOKEN_A, path=str(served / "hello.txt"))
         assert answer["result"]["content"][0]["text"] == "hello alice\n"
         pid = next(
-            int(line.rsplit("pid ", 1)[1].rstrip(")"))
+            int(said(line).rsplit("pid ", 1)[1].rstrip(")"))
             for line in log.read_text().splitlines()
             if "alice" in line and "worker ready (pid" in line
         )
         os.kill(pid, signal.SIGKILL)
-        _wait(lambda: _value(front(), "sandboxfs_tenant_worker_restarts_total", tenant="alice") == 1)
+        _wait(
+            lambda: _value(front(), "sandboxfs_tenant_worker_restarts_total", tenant="alice") == 1
+        )
         _wait(lambda: _value(front(), "sandboxfs_tenant_worker_up", tenant="alice") == 1)
         samples = front()
         assert _value(samples, "sandboxfs_tenant_requests_total", tenant="alice") == 1

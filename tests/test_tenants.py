@@ -162,7 +162,17 @@ def front(tmp: Path, env: dict[str, str] | None = None, *extra: str) -> Iterator
     log = tmp / "front.log"
     with log.open("wb") as errlog:
         process = subprocess.Popen(
-            [*SERVER, "--tenants", str(tenants_file), "--http", f"127.0.0.1:{port}", *extra],
+            # The operator's text: these tests read the front's log as a person would.
+            [
+                *SERVER,
+                "--tenants",
+                str(tenants_file),
+                "--http",
+                f"127.0.0.1:{port}",
+                "--log-format",
+                "text",
+                *extra,
+            ],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=errlog,
@@ -249,8 +259,10 @@ def test_a_tenants_own_audit_log(shared: Front) -> None:
     lines = [json.loads(line) for line in (f.a.parent / "b-audit.jsonl").read_text().splitlines()]
     assert {"path": str(f.b / "b.txt")} in [line["paths"] for line in lines]
     assert {"path": str(f.a / "only-a.txt")} not in [line["paths"] for line in lines]
-    assert re.search(r'^tenant a: \{"time".*"tool": "get_file_info"', f.log_text(), re.M)
-    assert not re.search(r'^tenant b: \{"time"', f.log_text(), re.M)
+    # a's audit lines reach the front's stderr (JSON, with their tenant); b's go to its file.
+    relayed = r'^\{"time": "[^"]*", "log": "audit", "tenant": "%s", .*"tool": "get_file_info"'
+    assert re.search(relayed % "a", f.log_text(), re.M)
+    assert not re.search(relayed % "b", f.log_text(), re.M)
 
 
 @pytest.mark.parametrize(
@@ -410,7 +422,7 @@ def test_a_front_on_a_unix_socket(tmp_path: Path) -> None:
     log = tmp_path / "front.log"
     with log.open("wb") as errlog:
         process = subprocess.Popen(
-            [*SERVER, "--tenants", str(tenants_file), "--unix", path],
+            [*SERVER, "--tenants", str(tenants_file), "--unix", path, "--log-format", "text"],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=errlog,
@@ -451,7 +463,15 @@ def test_a_worker_that_cannot_start_is_given_up_until_a_reload_adds_tenants(
     log = tmp_path / "front.log"
     with log.open("wb") as errlog:
         process = subprocess.Popen(
-            [*SERVER, "--tenants", str(tenants_file), "--http", f"127.0.0.1:{port}"],
+            [
+                *SERVER,
+                "--tenants",
+                str(tenants_file),
+                "--http",
+                f"127.0.0.1:{port}",
+                "--log-format",
+                "text",
+            ],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=errlog,

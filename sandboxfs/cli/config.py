@@ -157,9 +157,7 @@ class Config:
         if self.tenants is not None:
             names = ", ".join(sorted(self.tenants.by_name))
             assert self.endpoint is not None
-            metrics = (
-                "" if self.metrics is None else f"metrics on {_metrics_url(self.metrics)}; "
-            )
+            metrics = "" if self.metrics is None else f"metrics on {_metrics_url(self.metrics)}; "
             return (
                 f"Configuration: tenants front on {self.endpoint.describe()}: {metrics}"
                 f"{len(self.tenants.by_name)} tenant(s) ({names}), each served by its own "

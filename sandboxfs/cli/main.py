@@ -20,13 +20,13 @@ import sys
 from collections.abc import Sequence
 from dataclasses import replace
 from functools import partial
-from typing import TYPE_CHECKING, Final, TextIO
+from typing import TYPE_CHECKING, Final
 
 import trio
 
 from sandboxfs import __version__
 from sandboxfs.binding.syscalls import Openat2Unavailable, probe_openat2, set_mmap_threshold
-from sandboxfs.cli import hardening
+from sandboxfs.cli import hardening, logformat
 from sandboxfs.cli.arguments import (
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -48,7 +48,7 @@ from sandboxfs.core.allowlist import AllowList, Root, nest_policies
 from sandboxfs.core.watch import Stall
 from sandboxfs.fs.workspaces import SessionLease
 from sandboxfs.session.access import AccessControl
-from sandboxfs.session.auditlog import AuditLog
+from sandboxfs.session.auditlog import AuditLog, Lines
 from sandboxfs.session.metrics import NO_METRICS
 from sandboxfs.session.server import SandboxfsServer, ServerOptions
 from sandboxfs.session.workspaces import WorkspaceSessions
@@ -119,20 +119,14 @@ def _main(argv: Sequence[str]) -> int:  # noqa: PLR0911 - one per subcommand
         print(f"sandboxfs {__version__}")
         return EXIT_OK
     try:
-        config = build(args, os.environ)
+        config = build(args, os.environ, terminal=logformat.stderr_is_terminal())
     except Refused as exc:
         hint = "\nsee 'sandboxfs --help'" if exc.status == EXIT_USAGE else ""
         print(f"sandboxfs: error: {exc}{hint}", file=sys.stderr)
         return exc.status
-    _configure_logging(config.log_level)
+    # The libraries' info lines speak of their internals: quiet unless at debug.
+    logformat.configure(config.log_level, config.log_format, quiet=_LIBRARY_LOGGERS)
     return serve(config)
-
-
-def _configure_logging(level: str) -> None:
-    logging.basicConfig(level=level.upper(), format="%(message)s", stream=sys.stderr)
-    if level != "debug":
-        for name in _LIBRARY_LOGGERS:  # their info lines speak of their internals
-            logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def serve(config: Config) -> int:
@@ -303,11 +297,11 @@ def _open_roots(directories: Sequence[Directory]) -> list[Root]:
     return roots
 
 
-def _open_audit_log(target: str) -> TextIO | None:
+def _open_audit_log(target: str) -> Lines | None:
     if target == "off":
         return None
     if target == "-":
-        return sys.stderr
+        return logformat.WRITER  # whole lines, never inside an operator's line
     try:
         return open(target, "a", encoding="utf-8", buffering=1)  # kept open for the run
     except OSError as exc:

@@ -18,8 +18,8 @@ from functools import partial
 import trio
 
 from sandboxfs import __version__
-from sandboxfs.cli import hardening
-from sandboxfs.cli.config import Config
+from sandboxfs.cli import hardening, logformat
+from sandboxfs.cli.config import Config, LogFormat
 from sandboxfs.cli.exits import EXIT_INTERRUPTED, EXIT_OK, INTERRUPTED
 from sandboxfs.cli.startup import fail, listen_on
 from sandboxfs.core import landlock
@@ -59,8 +59,10 @@ def serve_tenants(config: Config) -> int:
         settings = WorkerSettings(
             rundir=rundir,
             log_level=config.log_level,
-            options=config.worker_options,
+            # Workers write JSON, which the front relays in its own format.
+            options=(*config.worker_options, "--log-format=json"),
             grace_seconds=config.shutdown_grace,
+            relay=partial(_relay, log_format=config.log_format),
         )
         log.info("sandboxfs %s: tenants front; workers' sockets in %s", __version__, rundir)
         _confine_front(config)
@@ -74,6 +76,11 @@ def serve_tenants(config: Config) -> int:
         print(INTERRUPTED, file=sys.stderr, flush=True)
         return EXIT_INTERRUPTED
     return EXIT_OK
+
+
+def _relay(tenant: str, line: bytes, *, log_format: LogFormat) -> None:
+    """A line of a tenant's worker on the front's stderr, whole (see logformat)."""
+    logformat.WRITER.write_line(logformat.relayed(line, tenant, log_format))
 
 
 def _confine_front(config: Config) -> None:
