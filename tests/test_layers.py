@@ -44,7 +44,7 @@ PATH_CALLS = {
     "binding/syscalls.py": "probes openat2 on /",
     "cli/main.py": "the operator's files: token file, audit log, directories",
     "cli/launch.py": "reads the kernel's transparent huge page mode",
-    "cli/healthcheck.py": "the container.s health check reads /proc for the server.s command line",
+    "cli/healthcheck.py": "the container's health check reads /proc for the server's command line",
     "cli/cleanup.py": "removes the unix socket the server made, once it is done",
     "cli/policies.py": "reads the operator's --policy file",
     "transports/stdio.py": "opens /dev/null for the private copies of fds 0 and 1",
