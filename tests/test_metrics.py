@@ -31,9 +31,11 @@ from sandboxfs.core.errors import (
 )
 from sandboxfs.core.policy import PolicyRefusal
 from sandboxfs.session.metrics import REASONS, refusal_reason, tool_label
+from sandboxfs.transports.frontmetrics import WorkerFamilies
 from sandboxfs.transports.tenants import hash_token
 
 parser = pytest.importorskip("prometheus_client.parser", reason="prometheus_client is needed")
+generate_latest = pytest.importorskip("prometheus_client").generate_latest
 
 #: A tool name a client makes up, with what a label must never carry.
 FORGED = 'forged-by-client"} 1\nsandboxfs_refusals_total{reason="outside"} 4242 \\'
@@ -296,6 +298,14 @@ def test_the_tenants_front_counts_its_workers_restarts(tmp_path: Path) -> None:
         assert _value(front(), "sandboxfs_tenant_worker_restarts_total", tenant="alice") == 0
         answer = _call(port, "read_text_file", TOKEN_A, path=str(served / "hello.txt"))
         assert answer["result"]["content"][0]["text"] == "hello alice\n"
+        # The worker's own tool metrics, read at the scrape, labelled with the tenant.
+        samples = front()
+        assert _value(samples, "sandboxfs_tenant_metrics_read", tenant="alice") == 1
+        calls = "sandboxfs_tool_calls_total"
+        assert _value(samples, calls, tenant="alice", tool="read_text_file", outcome="ok") == 1
+        assert _value(samples, "sandboxfs_refusals_total", tenant="alice", reason="outside") == 0
+        histogram = "sandboxfs_tool_call_duration_seconds_count"
+        assert _value(samples, histogram, tenant="alice", tool="read_text_file") == 1
         pid = next(
             int(said(line).rsplit("pid ", 1)[1].rstrip(")"))
             for line in log.read_text().splitlines()
@@ -315,3 +325,40 @@ def test_the_tenants_front_counts_its_workers_restarts(tmp_path: Path) -> None:
     finally:
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=60) == 0
+
+
+def test_the_front_passes_on_only_what_a_server_makes() -> None:
+    """A worker's text is not trusted: other families, other label values, and text
+    that does not parse stay out of the front's metrics."""
+    good = (
+        b"# TYPE sandboxfs_tool_calls_total counter\n"
+        b'sandboxfs_tool_calls_total{outcome="ok",tool="read_text_file"} 3.0\n'
+        b'sandboxfs_tool_calls_total{outcome="ok",tool="forged-by-client"} 4242.0\n'
+        b"# TYPE sandboxfs_evil_total counter\n"
+        b"sandboxfs_evil_total 4242.0\n"
+        b"# TYPE sandboxfs_tool_call_duration_seconds histogram\n"
+        b'sandboxfs_tool_call_duration_seconds_bucket{le="0.5",tool="read_file"} 1.0\n'
+        b'sandboxfs_tool_call_duration_seconds_bucket{le="0.3",tool="read_file"} 4242.0\n'
+        b'sandboxfs_tool_call_duration_seconds_bucket{le="+Inf",tool="read_file"} 1.0\n'
+        b'sandboxfs_tool_call_duration_seconds_count{tool="read_file"} 1.0\n'
+    )
+    texts = {"a": good, "b": b"not { the text format", "c": None}
+    families = WorkerFamilies(texts)
+    text = generate_latest(_registry(families)).decode()
+    samples = _samples(text)
+    assert _value(samples, "sandboxfs_tenant_metrics_read", tenant="a") == 1
+    assert _value(samples, "sandboxfs_tenant_metrics_read", tenant="b") == 0
+    assert _value(samples, "sandboxfs_tenant_metrics_read", tenant="c") == 0
+    calls = "sandboxfs_tool_calls_total"
+    assert _value(samples, calls, tenant="a", outcome="ok", tool="read_text_file") == 3
+    bucket = "sandboxfs_tool_call_duration_seconds_bucket"
+    assert _value(samples, bucket, tenant="a", tool="read_file", le="0.5") == 1
+    assert "4242" not in text and "forged" not in text and "evil" not in text
+
+
+def _registry(collector: Any) -> Any:
+    from prometheus_client import CollectorRegistry  # noqa: PLC0415
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(collector)
+    return registry

@@ -47,8 +47,8 @@ import h11
 import trio
 
 from sandboxfs.transports.connections import MAX_SEND_TIMEOUT
+from sandboxfs.transports.frontmetrics import FrontMetrics
 from sandboxfs.transports.httppolicy import NOSNIFF, HttpPolicy, misdirected
-from sandboxfs.transports.metrics import FrontMetrics
 from sandboxfs.transports.sidecar import (
     Gate,
     Receive,

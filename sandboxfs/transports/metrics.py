@@ -16,8 +16,8 @@ registry of this server's own):
   ``process_cpu_seconds_total``, ``process_start_time_seconds`` (read through
   descriptors opened before Landlock, which then forbids opening anything in /proc).
 
-The tenants' front has its own (:class:`FrontMetrics`): the HTTP metrics above, and
-per tenant its worker's restarts, whether it is up, and the requests routed to it.
+The tenants' front has its own (:mod:`sandboxfs.transports.frontmetrics`): the HTTP
+metrics above, its workers' states, and their tool metrics by tenant.
 
 Labels never carry client text: tool names are the tools sandboxfs has (any other
 name is ``unknown``), outcomes and reasons fixed words, status codes the server's
@@ -31,8 +31,9 @@ import os
 import resource
 import time
 from collections.abc import Awaitable, Callable, Collection, Iterator, MutableMapping
-from typing import TYPE_CHECKING, Any, Final, final
+from typing import Any, Final, final
 
+import prometheus_client
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import generate_latest
@@ -40,14 +41,15 @@ from prometheus_client.registry import Collector
 
 from sandboxfs.session.metrics import OUTCOMES, REASONS, UNKNOWN_TOOL, Outcome, Reason
 
-if TYPE_CHECKING:
-    from sandboxfs.transports.workers import Workers
-
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+# A *_created series for every counter and histogram doubles the output and tells a
+# scraper nothing it needs (the process's start time is there).
+prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
 
 METRICS_PATH: Final = "/metrics"
 #: The text format's media type (version 0.0.4), as Prometheus asks for it.
@@ -182,6 +184,9 @@ class ServerMetrics:
     def render(self) -> bytes:
         return generate_latest(self.registry)
 
+    async def exposition(self) -> bytes:
+        return self.render()
+
 
 @final
 class ProcessMetrics(Collector):
@@ -237,67 +242,18 @@ def _open_or_none(path: str, flags: int) -> int | None:
         return None
 
 
-@final
-class _TenantsCollector(Collector):
-    """Each tenant's worker, read as it is when scraped."""
-
-    def __init__(self, workers: Workers) -> None:
-        self.workers = workers
-
-    def collect(self) -> Iterator[Metric]:
-        restarts = CounterMetricFamily(
-            "sandboxfs_tenant_worker_restarts",
-            "Times a tenant's worker was started again after it ended (since its "
-            "tenant was last added or changed).",
-            labels=["tenant"],
-        )
-        up = GaugeMetricFamily(
-            "sandboxfs_tenant_worker_up",
-            "1 while the tenant's worker accepts connections.",
-            labels=["tenant"],
-        )
-        given_up = GaugeMetricFamily(
-            "sandboxfs_tenant_worker_given_up",
-            "1 when the tenant's worker failed every start and is no longer restarted.",
-            labels=["tenant"],
-        )
-        for name, worker in sorted(self.workers.by_name.items()):
-            restarts.add_metric([name], max(worker.starts - 1, 0))
-            up.add_metric([name], 1 if worker.up else 0)
-            given_up.add_metric([name], 1 if worker.given_up else 0)
-        yield restarts
-        yield up
-        yield given_up
-
-
-@final
-class FrontMetrics:
-    """The tenants' front's metrics: its HTTP traffic and its workers."""
-
-    def __init__(self, workers: Workers) -> None:
-        self.registry = CollectorRegistry(auto_describe=False)
-        self.http = HttpMetrics(self.registry)
-        self.routed = Counter(
-            "sandboxfs_tenant_requests",
-            "Requests routed to a tenant's worker, by tenant.",
-            ["tenant"],
-            registry=self.registry,
-        )
-        self.registry.register(_TenantsCollector(workers))
-        self.registry.register(ProcessMetrics())
-
-    def render(self) -> bytes:
-        return generate_latest(self.registry)
-
-
-async def answer_metrics(render: Callable[[], bytes], send: Send) -> None:
+async def answer_metrics(exposition: Callable[[], Awaitable[bytes]], send: Send) -> None:
     """Send the metrics as the answer to a ``GET /metrics``."""
-    body = render()
+    body = await exposition()
     await send(
         {
             "type": "http.response.start",
             "status": 200,
-            "headers": [(b"content-type", CONTENT_TYPE), (b"cache-control", b"no-store")],
+            "headers": [
+                (b"content-type", CONTENT_TYPE),
+                (b"content-length", str(len(body)).encode()),
+                (b"cache-control", b"no-store"),
+            ],
         }
     )
     await send({"type": "http.response.body", "body": body})
@@ -308,8 +264,8 @@ class MetricsApp:
     """The ASGI app of ``--metrics HOST:PORT``: ``GET /metrics`` and nothing else, with
     no token (what it shows is counts: no path, no client text)."""
 
-    def __init__(self, render: Callable[[], bytes]) -> None:
-        self.render = render
+    def __init__(self, exposition: Callable[[], Awaitable[bytes]]) -> None:
+        self.exposition = exposition
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -327,7 +283,7 @@ class MetricsApp:
         elif scope.get("method") not in ("GET", "HEAD"):
             await _plain(send, 405, b"Only GET is served\n", [(b"allow", b"GET, HEAD")])
         else:
-            await answer_metrics(self.render, send)
+            await answer_metrics(self.exposition, send)
 
 
 async def _plain(

@@ -174,7 +174,7 @@ class Measured(Protocol):
 
     http: HttpMetrics
 
-    def render(self) -> bytes: ...
+    async def exposition(self) -> bytes: ...
 
 
 @final
@@ -227,7 +227,7 @@ class Gate:
         if path == METRICS_PATH and self.metrics is not None:
             from sandboxfs.transports.metrics import MetricsApp  # noqa: PLC0415
 
-            await MetricsApp(self.metrics.render)(scope, receive, send)
+            await MetricsApp(self.metrics.exposition)(scope, receive, send)
             return
         if path != MCP_PATH:
             await _plain(send, 404, b"Not Found: MCP is served at /mcp\n")
@@ -390,7 +390,7 @@ async def serve_gate(
             nursery.start_soon(
                 partial(
                     serve_connections,
-                    MetricsApp(gate.metrics.render),
+                    MetricsApp(gate.metrics.exposition),
                     config,
                     metrics_listener,
                     send_timeout=options.send_timeout,
