@@ -60,7 +60,7 @@ FROM ${BASE}
 RUN apt-get update \
  && apt-get install -y --no-install-recommends python3 \
  && rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin \
- && useradd --system --uid 10001 --user-group --no-create-home --shell /usr/sbin/nologin sandboxfs \
+ && useradd --uid 10001 --user-group --no-create-home --shell /usr/sbin/nologin sandboxfs \
  && mkdir /projects \
  && chown 10001:10001 /projects
 COPY --from=build /opt/sandboxfs /opt/sandboxfs
