@@ -164,22 +164,28 @@ class ServerMetrics:
         )
         self.http = HttpMetrics(registry)
         registry.register(ProcessMetrics())
-        for tool in (*sorted(tools), UNKNOWN_TOOL):  # every series from the start
-            for outcome in OUTCOMES:
-                self.calls.labels(tool=tool, outcome=outcome)
-            self.durations.labels(tool=tool)
-            self.result_bytes.labels(tool=tool)
-        for reason in REASONS:
-            self.refusals.labels(reason=reason)
+        # Every series from the start, each looked up once (a call then costs a few
+        # dictionary lookups, not a label resolution per metric).
+        names = (*sorted(tools), UNKNOWN_TOOL)
+        self._calls = {
+            (tool, outcome): self.calls.labels(tool=tool, outcome=outcome)
+            for tool in names
+            for outcome in OUTCOMES
+        }
+        self._durations = {tool: self.durations.labels(tool=tool) for tool in names}
+        self._result_bytes = {tool: self.result_bytes.labels(tool=tool) for tool in names}
+        self._refusals = {reason: self.refusals.labels(reason=reason) for reason in REASONS}
 
     def called(self, tool: str, outcome: Outcome, seconds: float, result_bytes: int) -> None:
-        self.calls.labels(tool=tool, outcome=outcome).inc()
-        self.durations.labels(tool=tool).observe(seconds)
+        if tool not in self._durations:  # (the session core labels only known tools)
+            tool = UNKNOWN_TOOL
+        self._calls[tool, outcome].inc()
+        self._durations[tool].observe(seconds)
         if result_bytes:
-            self.result_bytes.labels(tool=tool).inc(result_bytes)
+            self._result_bytes[tool].inc(result_bytes)
 
     def refused(self, tool: str, reason: Reason) -> None:
-        self.refusals.labels(reason=reason).inc()
+        self._refusals[reason].inc()
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
