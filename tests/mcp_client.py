@@ -69,7 +69,9 @@ class Session:
         return _text(result)
 
     def log(self) -> str:
-        return self.stderr.read_text()
+        """The server's log as its operator reads it: a JSON line's message (with its
+        own line breaks), an audit line as it is."""
+        return "\n".join(said(line) for line in self.stderr.read_text().splitlines())
 
     async def wait_for_log(self, text: str, count: int = 1) -> None:
         """Wait until the server's log holds ``text`` (``count`` times)."""
@@ -92,8 +94,11 @@ def said(line: str) -> str:
     """What a server's log line says: the message of a JSON line (the log's format
     when stderr is no terminal), or the text line itself."""
     if line.startswith("{"):
-        record = json.loads(line)
-        if record.get("log") == "operator":
+        try:
+            record = json.loads(line)
+        except ValueError:  # a line still being written, read in the middle
+            return line.rstrip("\n")
+        if isinstance(record, dict) and record.get("log") == "operator":
             return str(record["message"])
     return line.rstrip("\n")
 
