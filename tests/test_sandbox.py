@@ -646,15 +646,15 @@ def test_a_whole_read_sees_growth_after_its_fstat(tree: Tree) -> None:
     target.write_bytes(b"0123456789")
     stale = os.stat(target)
     target.write_bytes(b"0123456789" * 3)  # grew after the stat the read relies on
-    with OpenFile(os.open(target, os.O_RDONLY), stale) as f:
+    with OpenFile(os.open(target, os.O_RDONLY), stale, "log.txt") as f:
         assert whole_bytes(f, 64, "log.txt") == b"0123456789" * 3
     with (
-        OpenFile(os.open(target, os.O_RDONLY), stale) as f,
+        OpenFile(os.open(target, os.O_RDONLY), stale, "log.txt") as f,
         pytest.raises(LimitExceeded, match="grew past"),
     ):
         whole_bytes(f, 25, "log.txt")
     target.write_bytes(b"01234")  # and shrinking is no error
-    with OpenFile(os.open(target, os.O_RDONLY), stale) as f:
+    with OpenFile(os.open(target, os.O_RDONLY), stale, "log.txt") as f:
         assert whole_bytes(f, 64, "log.txt") == b"01234"
 
 

@@ -113,8 +113,9 @@ class Sandbox:
 
     def file_revision(self, f: OpenFile) -> str | None:
         """The revision of an open file (from the cache when its ``fstat`` is
-        unchanged); None if it is larger than the edit limit."""
-        return files.cached_file_revision(self.ctx, f.fd, f.stat, fresh=False)
+        unchanged); None if it is larger than the edit limit.  An OSError is the
+        client-safe error naming the file (as it was opened)."""
+        return files.open_file_revision(self.ctx, f)
 
     @operation(FOLLOW)
     def stat(self, path: str, /, *, follow: bool = True) -> Statx:

@@ -4,7 +4,6 @@ read_multiple_files.  Reads stream: head/tail never load more than they return."
 from __future__ import annotations
 
 import base64
-import os
 from typing import Final
 
 from sandboxfs.core.errors import InvalidArgument, LimitExceeded, SandboxError
@@ -75,7 +74,7 @@ def tail_bytes(f: OpenFile, lines: int, cap: int) -> bytes:
     seen = 0
     while end > 0:
         begin = max(0, end - _CHUNK)
-        chunk = os.pread(f.fd, end - begin, begin)
+        chunk = f.file.pread(end - begin, begin)
         if not chunk:
             break
         scan_end = len(chunk)
