@@ -5,7 +5,15 @@ linear-time engine (google-re2), so no pattern can stall the server; an invalid
 pattern is one clear error before the walk.  Binary files (a NUL byte in their
 first 8 KiB) are skipped.  The walk is the same bounded, descriptor-based walk
 as search_files: it never follows a symlink.  It stops early, and says so, at
-``maxResults`` matches, at the entry cap, or after ``search_seconds``.
+``maxResults`` matches, at the entry cap, after ``search_seconds``, or once the
+lines it would answer with pass the read cap.
+
+Bounded whatever a file's shape: a line longer than a block (4 MiB) is cut there
+(its first block is searched as the line, the rest only read for its end; a match
+in it is reported with the line marked, and the answer counts the lines cut), so a
+search holds at most two blocks of a file.  A file that cannot be read (``EIO``
+from a failing disk, a FUSE or NFS server, a procfs file, ``EACCES``) is skipped
+and counted, never the end of the search.
 
 Speed: the files of a walk are opened, checked and read in C, a directory's worth
 at a time (:meth:`~sandboxfs.core.chokepoint.Directory.read_files`, native/scan.c),
@@ -20,6 +28,7 @@ from __future__ import annotations
 
 import bisect
 import collections
+import errno
 import os
 import queue
 import re
@@ -42,7 +51,16 @@ from sandboxfs.binding.syscalls import (
     find,
 )
 from sandboxfs.core.chokepoint import Directory
-from sandboxfs.core.errors import InvalidArgument, LimitExceeded, SandboxError
+from sandboxfs.core.errors import (
+    Conflict,
+    InvalidArgument,
+    IsADirectory,
+    LimitExceeded,
+    NotADirectory,
+    NotARegularFile,
+    NotFound,
+    SandboxError,
+)
 from sandboxfs.core.globs import Glob, GlobError, compile_glob
 from sandboxfs.core.names import quote_path, structured_path
 from sandboxfs.fs.files import OpenFile
@@ -56,6 +74,9 @@ _BINARY_PROBE: Final = 8192
 _BLOCK: Final = 4 * 1024 * 1024
 #: Longest line text reported; longer lines are cut with an ellipsis.
 _LINE_SHOWN: Final = 500
+#: Bytes of a line decoded to show it: enough for ``_LINE_SHOWN`` characters (at
+#: most 4 bytes each), so a long line is never decoded whole.
+_SHOWN_BYTES: Final = 4 * _LINE_SHOWN + 4
 #: The files of one directory are opened, checked and read in C, this many bytes and
 #: names at a time; a longer file is searched block by block in Python.
 _BATCH_BYTES: Final = 1024 * 1024
@@ -68,6 +89,13 @@ _READ_AHEAD: Final = 16
 _RUN_FILES: Final = 256
 _RUN_BYTES: Final = 1024 * 1024
 _NEWLINE: Final = 0x0A
+#: The kind of a file of a run that could not be opened or read (a ``LEAF_*`` is
+#: smaller): it is counted, not searched.
+_UNREADABLE: Final = 0xFF
+#: Errors of a file that vanished or became something else while the walk went on:
+#: not a match, and not a file that could not be read.
+_REPLACED: Final = (NotFound, Conflict, NotARegularFile, IsADirectory, NotADirectory)
+_GONE_ERRNOS: Final = frozenset({0, errno.ENOENT, errno.ELOOP, errno.ENOTDIR})
 #: What could make a pattern match differently in a file searched on its own and in
 #: files searched as one text: \A, \z, and a flag group that turns a flag off
 #: (``(?-m)``: ^ and $ at the text's ends only).  Found or not, nothing is wrong:
@@ -131,9 +159,34 @@ class _Matcher:
                 position = newline + 1
 
 
-def _shown(line: bytes | bytearray) -> str:
-    text = line.decode("utf-8", "replace").removesuffix("\r")
-    return text if len(text) <= _LINE_SHOWN else text[:_LINE_SHOWN] + "…"
+def _size(n: int) -> str:
+    return f"{n // (1024 * 1024)} MiB" if n % (1024 * 1024) == 0 else f"{n} bytes"
+
+
+def _cut_mark() -> str:
+    """What follows the text of a line longer than a block, which was cut there."""
+    return f" [line cut at {_size(_BLOCK)}]"
+
+
+def _shown(line: bytes | bytearray | memoryview, *, cut: bool = False) -> str:
+    """A line as reported: at most ``_LINE_SHOWN`` characters (then an ellipsis),
+    decoded from at most ``_SHOWN_BYTES`` of it; ``cut``: marked as cut."""
+    if len(line) > _SHOWN_BYTES:
+        text = bytes(line[:_SHOWN_BYTES]).decode("utf-8", "replace")[:_LINE_SHOWN] + "…"
+    else:
+        text = bytes(line).decode("utf-8", "replace").removesuffix("\r")
+        if len(text) > _LINE_SHOWN:
+            text = text[:_LINE_SHOWN] + "…"
+    return text + _cut_mark() if cut else text
+
+
+@dataclass
+class _Place:
+    """Where the search of one file is: the lines before its buffer, and whether the
+    buffer starts inside a cut line (whose bytes are dropped up to its newline)."""
+
+    lines: int = 0
+    skipping: bool = False
 
 
 @dataclass
@@ -148,12 +201,19 @@ class _Search:
     matches: list[dict[str, Any]] = field(default_factory=list)
     files_searched: int = 0
     binary_skipped: int = 0
+    #: Files that could not be opened or read (to their end): skipped, counted.
+    unreadable: int = 0
+    #: Lines longer than a block, searched only in their first block.
+    lines_cut: int = 0
+    #: Characters of the lines reported so far, and the most they may reach.
+    answer_chars: int = 0
+    answer_cap: int = 32 * 1024 * 1024
     stopped: str | None = None
     #: Hears the bytes searched of a single file (a walk reports its entries instead).
     progress: Progress | None = None
 
     def full(self) -> bool:
-        return len(self.matches) >= self.max_results
+        return len(self.matches) >= self.max_results or self.answer_chars > self.answer_cap
 
     def out_of_time(self, seconds: float) -> bool:
         """True (and the reason noted) once the time budget is spent."""
@@ -169,50 +229,87 @@ class _Search:
         ``exact_path`` in structured content, when that differs).
 
         Blocks of ``_BLOCK`` bytes are read into one buffer; each block searched
-        ends at its last newline (the rest is carried into the next block), and
-        only in a block with a match are lines looked at, around its matches."""
+        ends at its last newline (the rest, the start of a line, is carried into the
+        next block), and only in a block with a match are lines looked at, around
+        its matches.  A line longer than a block is cut: its first ``_BLOCK`` bytes
+        are searched as the line, the rest is read only to find its end.  So the
+        buffer never holds more than two blocks, whatever the file's shape; the time
+        budget is checked after every block.  A read error is raised (gated)."""
         paths = (shown_path, exact_path or shown_path)
-        # A file smaller than a block is read at once (a short read means its end).
-        size = min(_BLOCK, f.stat.st_size + 1)
+        # A file smaller than a block is read at once (a short read means its end),
+        # and its first read holds what decides whether it is binary.
+        size = min(_BLOCK, max(f.stat.st_size + 1, _BINARY_PROBE))
         # Room for a block and what a block carries over (the start of a line).
         buffer = bytearray(size if size > f.stat.st_size else 2 * size)
-        carried = 0  # bytes at the start of the buffer carried over from the last block
-        line_number = 0  # lines before the current block
+        end = 0  # bytes held: buffer[:end] begins at the start of a line
+        at = _Place()
         first = True
         while not self.full():
-            if len(buffer) < carried + size:  # a line longer than a block: grow
-                buffer = buffer[:carried] + bytearray(max(size, carried))
+            if len(buffer) < end + size:  # it grew past its size: room for one more block
+                buffer.extend(bytearray(end + size - len(buffer)))
             with memoryview(buffer) as view:
-                got = f.file.readinto(view[carried : carried + size]) or 0
+                got = f.file.readinto(view[end : end + size])
             if first:
                 first = False
                 if buffer.find(b"\0", 0, min(got, _BINARY_PROBE)) >= 0:
                     self.binary_skipped += 1
                     return
                 self.files_searched += 1
-            end = carried + got
+            end = self._take(buffer, end + got, got < size, at, paths)
             if got < size:
-                if end:
-                    self._region(buffer, end, line_number, paths)
                 return
-            cut = buffer.rfind(b"\n", 0, end) + 1
-            if cut == 0:
-                carried = end
-                continue
-            newlines, counted_to = self._region(buffer, cut, line_number, paths)
-            line_number += newlines + count_byte(buffer, _NEWLINE, counted_to, cut)
-            carried = end - cut
-            buffer[:carried] = buffer[cut:end]
+            size = _BLOCK  # longer than its size said (it grew, or procfs): whole blocks
             if self.progress is not None:
                 self.progress(f.file.tell(), f.stat.st_size, "bytes searched")
             if self.out_of_time(seconds):
                 return
 
+    def _take(
+        self, buffer: bytearray, end: int, done: bool, at: _Place, paths: tuple[str, str]
+    ) -> int:
+        """Search the whole lines of ``buffer[:end]`` (all of it when ``done``, the
+        file's end) and keep the start of the last, unfinished one at the buffer's
+        start: how many bytes are kept.  A line longer than a block is cut there."""
+        if at.skipping:  # buffer[:end]: more of a cut line, and maybe its end
+            newline = buffer.find(b"\n", 0, end)
+            if newline < 0:
+                return 0
+            at.skipping = False
+            at.lines += 1
+            end -= newline + 1
+            buffer[:end] = buffer[newline + 1 : newline + 1 + end]
+        start = buffer.rfind(b"\n", 0, end) + 1  # where the last line starts
+        if end - start > _BLOCK:  # that line is longer than a block: cut it there
+            self.lines_cut += 1
+            # Searched as if it ended there (the byte after the cut is not kept).
+            buffer[start + _BLOCK] = _NEWLINE
+            self._region(buffer, start + _BLOCK + 1, at.lines, paths, cut=True)
+            at.lines += count_byte(buffer, _NEWLINE, 0, start)
+            at.skipping = True
+            return 0
+        if done:
+            if end:
+                self._region(buffer, end, at.lines, paths)
+            return 0
+        if start:
+            newlines, counted_to = self._region(buffer, start, at.lines, paths)
+            at.lines += newlines + count_byte(buffer, _NEWLINE, counted_to, start)
+            end -= start
+            buffer[:end] = buffer[start : start + end]
+        return end
+
     def _region(
-        self, buffer: bytearray, end: int, before: int, paths: tuple[str, str]
+        self,
+        buffer: bytearray,
+        end: int,
+        before: int,
+        paths: tuple[str, str],
+        *,
+        cut: bool = False,
     ) -> tuple[int, int]:
-        """Search ``buffer[:end]`` as one block; the newlines counted, and up to where."""
-        return self._block(buffer, end, before, paths)
+        """Search ``buffer[:end]`` as one block (``cut``: its last line is one that was
+        cut); the newlines counted, and up to where."""
+        return self._block(buffer, end, before, paths, cut=cut)
 
     def search_run(self, run: _Run, tree: TreeWalk, prefix: str, seconds: float) -> None:
         """Count or search each file of a run that has been read, in order, until the
@@ -222,6 +319,7 @@ class _Search:
             # No file can match, so none fills the results: count them at once.
             self.files_searched += kinds.count(LEAF_TEXT) + kinds.count(LEAF_SEARCH)
             self.binary_skipped += kinds.count(LEAF_BINARY)
+            self.unreadable += kinds.count(_UNREADABLE)
             return
         prefiltered = self.matcher.literal is not None
         files = run.files
@@ -232,6 +330,8 @@ class _Search:
                 self.files_searched += 1
             elif kind == LEAF_BINARY:
                 self.binary_skipped += 1
+            elif kind == _UNREADABLE:
+                self.unreadable += 1
             elif kind == LEAF_SEARCH:
                 self.files_searched += 1
                 data = run.kept.get(index)
@@ -245,16 +345,28 @@ class _Search:
                 try:
                     with tree.open_file(tuple(relative.split("/")), shown) as f:
                         self.search_file(f, shown, seconds, _exact_path(prefix, relative))
-                except SandboxError:
-                    continue  # vanished or unreadable meanwhile: not a match
+                except _REPLACED:
+                    continue  # vanished or replaced meanwhile: not a match
+                except SandboxError as exc:
+                    if exc.code in ("ELOOP", "ENOENT"):
+                        continue  # a symlink now, or gone: not a match
+                    self.unreadable += 1  # what it matched before the error stays
 
     def _block(
-        self, data: bytes | bytearray, end: int, before: int, paths: tuple[str, str]
+        self,
+        data: bytes | bytearray,
+        end: int,
+        before: int,
+        paths: tuple[str, str],
+        *,
+        cut: bool = False,
     ) -> tuple[int, int]:
         """Report the matches in the block ``data[:end]`` (``before`` lines precede it)
         as ``path:line:text``, with context lines from the same block; only the
-        lines shown are looked at (the block is never split into lines).  Returns
-        how many newlines it counted, from the block's start up to where."""
+        lines shown are looked at (the block is never split into lines), each
+        decoded only as far as it is shown.  ``cut``: the block's last line is one
+        that was cut (it is marked where shown).  Returns how many newlines it
+        counted, from the block's start up to where."""
         shown_path, exact_path = paths
         context = self.context
         # The block's lines are those of data[:end].split(b"\n"), less a last empty one.
@@ -273,38 +385,46 @@ class _Search:
                 index = counted
                 start = data.rfind(b"\n", 0, hit) + 1
             lo = max(0, index - context)
-            lines: list[bytes | bytearray] = []  # lines lo .. hi - 1
-            cursor = start
-            for _ in range(index - lo):
-                previous = data.rfind(b"\n", 0, cursor - 1) + 1
-                lines.append(data[previous : cursor - 1])
-                cursor = previous
-            lines.reverse()
-            cursor = start
-            for _ in range(context + 1):
-                stop = data.find(b"\n", cursor, end)
-                lines.append(data[cursor : end if stop < 0 else stop])
-                if stop < 0 or stop + 1 >= end:
-                    break  # that was the last line
-                cursor = stop + 1
-            hi = lo + len(lines)
+            shown: list[str] = []  # lines lo .. hi - 1, as shown
+            with memoryview(data) as whole:
+                cursor = start
+                for _ in range(index - lo):
+                    previous = data.rfind(b"\n", 0, cursor - 1) + 1
+                    shown.append(_shown(whole[previous : cursor - 1]))
+                    cursor = previous
+                shown.reverse()
+                cursor = start
+                for _ in range(context + 1):
+                    stop = data.find(b"\n", cursor, end)
+                    last = stop < 0 or stop + 1 >= end
+                    line = whole[cursor : end if stop < 0 else stop]
+                    shown.append(_shown(line, cut=cut and last))
+                    if last:
+                        break  # that was the last line
+                    cursor = stop + 1
+            hi = lo + len(shown)
             if context and self.lines and lo > last_printed + 1:
-                self.lines.append("--")
+                self._say("--")
             for k in range(max(lo, last_printed + 1), hi):
                 mark = ":" if k == index else "-"
-                text = _shown(lines[k - lo])
-                self.lines.append(f"{shown_path}{mark}{before + k + 1}{mark}{text}")
+                self._say(f"{shown_path}{mark}{before + k + 1}{mark}{shown[k - lo]}")
             last_printed = max(last_printed, hi - 1)
+            self.answer_chars += sum(map(len, shown))
             self.matches.append(
                 {
                     "path": exact_path,
                     "line": before + index + 1,
-                    "text": _shown(lines[index - lo]),
-                    "before": [_shown(x) for x in lines[: index - lo]],
-                    "after": [_shown(x) for x in lines[index - lo + 1 :]],
+                    "text": shown[index - lo],
+                    "before": shown[: index - lo],
+                    "after": shown[index - lo + 1 :],
                 }
             )
         return counted, counted_to
+
+    def _say(self, line: str) -> None:
+        """One line of the text answer, counted against the answer's cap."""
+        self.lines.append(line)
+        self.answer_chars += len(line)
 
 
 def grep_files(
@@ -327,31 +447,63 @@ def grep_files(
         except GlobError as exc:
             raise InvalidArgument(f"Invalid glob pattern: {exc}") from None
     search = _Search(matcher, context, maxResults, time.monotonic() + ctx.limits.search_seconds)
+    search.answer_cap = ctx.limits.read_bytes
     target = ctx.sandbox.search_target(path)
+    unreadable_dirs = 0
     if isinstance(target, OpenFile):
         if ctx.wants_progress:
             search.progress = ctx.progress
         with target:
             search.search_file(target, path, ctx.limits.search_seconds)
     else:
-        _walk(ctx, Walker(ctx, path, "grep_files", tree=target), search, name_filter)
-    if search.stopped is None and search.full():
+        walker = Walker(ctx, path, "grep_files", tree=target)
+        _walk(ctx, walker, search, name_filter)
+        unreadable_dirs = len(walker.unreadable)
+    if search.stopped is None and search.answer_chars > search.answer_cap:
+        search.stopped = (
+            f"stopped after {_size(search.answer_cap)} of matching lines; lower context "
+            "or maxResults, or narrow the search"
+        )
+    elif search.stopped is None and search.full():
         search.stopped = (
             f"stopped after {maxResults} matches; raise maxResults or narrow the search"
         )
     text = "\n".join(search.lines) if search.lines else "No matches found"
     if search.stopped:
         text += f"\n[{search.stopped}]"
+    if search.lines_cut:
+        text += f"\n[{_lines_cut(search.lines_cut)}]"
+    if search.unreadable or unreadable_dirs:
+        text += f"\n[{_not_read(search.unreadable, unreadable_dirs)}]"
     return ToolResult(
         text=text,
         structured={
             "matches": search.matches,
             "filesSearched": search.files_searched,
             "binaryFilesSkipped": search.binary_skipped,
-            "complete": search.stopped is None,
+            "unreadableFiles": search.unreadable,
+            "unreadableDirectories": unreadable_dirs,
+            "linesCut": search.lines_cut,
+            "complete": search.stopped is None
+            and not (search.lines_cut or search.unreadable or unreadable_dirs),
             "stoppedReason": search.stopped,
         },
     )
+
+
+def _lines_cut(count: int) -> str:
+    block = _size(_BLOCK)
+    some = "1 line longer than" if count == 1 else f"{count} lines longer than"
+    return f"{some} {block} cut: only the first {block} of each was searched"
+
+
+def _not_read(files: int, directories: int) -> str:
+    parts = []
+    if files:
+        parts.append(f"{files} file{'' if files == 1 else 's'}")
+    if directories:
+        parts.append(f"{directories} director{'y' if directories == 1 else 'ies'}")
+    return " and ".join(parts) + " could not be read"
 
 
 def _shown_path(prefix: str, relative: str) -> str:
@@ -415,6 +567,8 @@ class _Run:
                 kinds = batch.kinds(count)
                 if LEAF_SEARCH in kinds:
                     kinds = self._keep(batch, kinds, done, scanner)
+                if LEAF_GONE in kinds or LEAF_LATER in kinds:
+                    kinds = _unreadable_marked(batch, kinds)
                 parts.append(kinds)
                 done += count
             self.kinds = b"".join(parts)
@@ -455,6 +609,17 @@ class _Run:
             self.kept[done + index] = bytes(view[start : start + length])
             self.kept_bytes += length
         return bytes(later)
+
+
+def _unreadable_marked(batch: LeafBatch, kinds: bytes) -> bytes:
+    """``kinds`` with each file that C could not open or read for an error other
+    than its being gone or replaced (``EIO``, ``EACCES``...) marked
+    :data:`_UNREADABLE`: counted, never read again."""
+    marked = bytearray(kinds)
+    for index, kind in enumerate(kinds):
+        if kind in (LEAF_GONE, LEAF_LATER) and batch.error(index) not in _GONE_ERRNOS:
+            marked[index] = _UNREADABLE
+    return bytes(marked)
 
 
 @final
