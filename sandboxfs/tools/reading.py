@@ -141,16 +141,22 @@ def window_lines(f: OpenFile, offset: int, limit: int | None, cap: int) -> tuple
     window: list[bytes] = []
     held = 0
     number = 0  # lines completed so far
-    partial = b""
+    partial = bytearray()  # the unfinished line, grown in place (never copied whole)
     while chunk := f.file.read(_CHUNK):
-        pieces = (partial + chunk).split(b"\n")
-        partial = pieces.pop()
+        if b"\n" in chunk:
+            pieces = chunk.split(b"\n")
+            if partial:
+                pieces[0] = bytes(partial) + pieces[0]
+            partial = bytearray(pieces.pop())
+        else:
+            pieces = []
+            partial += chunk
         pending = number + len(pieces) + 1  # the number of the unfinished line
         if offset <= pending and (end is None or pending < end):
             if len(partial) > cap:
                 raise LimitExceeded(f"Line {pending} is larger than {_mib(cap)}")
         elif partial:
-            partial = b"-"  # outside the window: only its existence matters
+            partial = bytearray(b"-")  # outside the window: only its existence matters
         first = number + 1
         number += len(pieces)
         if number >= offset and (end is None or first < end):
@@ -166,7 +172,7 @@ def window_lines(f: OpenFile, offset: int, limit: int | None, cap: int) -> tuple
     if partial:
         number += 1
         if number >= offset and (end is None or number < end):
-            window.append(partial)
+            window.append(bytes(partial))
     return window, number
 
 
