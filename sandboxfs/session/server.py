@@ -36,7 +36,12 @@ from sandboxfs.session.auditlog import PATH_ARGUMENTS, AuditLog
 from sandboxfs.session.blocking import BlockingRunner
 from sandboxfs.session.core import SessionConfig
 from sandboxfs.session.effects import Caller
-from sandboxfs.session.jsonrpc import INVALID_PARAMS, MODERN_VERSIONS, ProtocolError
+from sandboxfs.session.jsonrpc import (
+    INVALID_PARAMS,
+    MODERN_VERSIONS,
+    ProtocolError,
+    clean_json_text,
+)
 from sandboxfs.session.resources import FILE_TEMPLATE, read_resource
 from sandboxfs.tools import CallContext, MediaBlock, ToolResult, ToolSpec, served_tools
 from sandboxfs.tools.accounts import Accounts
@@ -64,11 +69,13 @@ _NO_DIRECTORIES_2026: Final = (
 
 
 def clean_text(text: str) -> str:
-    """Text safe for JSON: bytes that were not UTF-8 in names become U+FFFD."""
+    """Text safe for JSON, whatever Unicode it holds: bytes of a name that were not
+    UTF-8 become U+FFFD as a UTF-8 decoder replaces them, and any other lone
+    surrogate (a client's unpaired escape, echoed in an error) one U+FFFD each
+    (:func:`~sandboxfs.session.jsonrpc.clean_json_text`, the one cleaner).  Never raises."""
     if not has_lone_surrogate(text):
         return text
-    cleaned: str = text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-    return cleaned
+    return clean_json_text(text)
 
 
 def _clean_json(value: dict[str, Any]) -> dict[str, Any]:
