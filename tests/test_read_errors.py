@@ -28,7 +28,8 @@ import trio
 from test_inprocess import InProcess, _server
 
 from helpers import Tree
-from sandboxfs.fs import files
+from sandboxfs.core.errors import SandboxError
+from sandboxfs.fs import files, walks
 
 CHILD = Path(__file__).with_name("proc_child.py")
 
@@ -276,3 +277,44 @@ def test_grep_counts_a_long_file_it_could_not_read_to_its_end(
     assert failing.failed
     assert [m["path"] for m in found["matches"]] == ["./good.txt"]
     assert (found["unreadableFiles"], found["complete"]) == (1, False)
+
+
+@pytest.mark.parametrize(
+    ("name", "arguments"),
+    [
+        ("grep_files", {"path": ".", "pattern": "needle"}),
+        ("search_files", {"path": ".", "pattern": "**/*.txt"}),
+        ("directory_tree", {"path": "."}),
+    ],
+)
+def test_a_walk_notes_a_subdirectory_it_cannot_list_and_goes_on(
+    tree: Tree, monkeypatch: pytest.MonkeyPatch, name: str, arguments: dict[str, Any]
+) -> None:
+    (tree.root / "a").mkdir()
+    (tree.root / "a" / "x.txt").write_text("needle\n")
+    (tree.root / "bad").mkdir()
+    (tree.root / "bad" / "y.txt").write_text("needle\n")
+    (tree.root / "z.txt").write_text("needle\n")
+    children = walks.TreeWalk.children
+    failed: list[tuple[str, ...]] = []
+
+    def failing(self: walks.TreeWalk, rel: tuple[str, ...], shown: str) -> Any:
+        if rel == ("bad",):
+            failed.append(rel)
+            raise SandboxError(f"EIO: input/output error: {shown}", "EIO")
+        return children(self, rel, shown)
+
+    monkeypatch.setattr(walks.TreeWalk, "children", failing)
+    [answer] = _answers(tree, [(name, arguments)])
+    assert failed
+    result = answer["result"]
+    assert result["isError"] is False
+    text = result["content"][0]["text"]
+    assert "y.txt" not in text
+    assert "x.txt" in text and "z.txt" in text
+    if name == "grep_files":
+        assert result["structuredContent"]["unreadableDirectories"] == 1
+        assert text.endswith("\n[1 directory could not be read]")
+    elif name == "search_files":
+        [note] = result["structuredContent"]["unreadable"]
+        assert note == {"path": f"{tree.root}/bad", "code": "EIO"}
