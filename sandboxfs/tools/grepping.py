@@ -52,6 +52,7 @@ from sandboxfs.binding.syscalls import (
 )
 from sandboxfs.core.chokepoint import Directory
 from sandboxfs.core.errors import (
+    QUOTED_CHARS,
     Conflict,
     InvalidArgument,
     IsADirectory,
@@ -60,6 +61,7 @@ from sandboxfs.core.errors import (
     NotARegularFile,
     NotFound,
     SandboxError,
+    quoted,
 )
 from sandboxfs.core.globs import Glob, GlobError, compile_glob
 from sandboxfs.core.names import quote_path, structured_path
@@ -68,6 +70,8 @@ from sandboxfs.fs.walks import TreeWalk
 from sandboxfs.tools.spec import READ_ONLY, CallContext, Param, Progress, ToolResult, ToolSpec
 from sandboxfs.tools.walking import Walker
 
+#: Longest pattern searched for.
+_PATTERN_CHARS: Final = 65_536
 #: Bytes inspected to decide that a file is binary.
 _BINARY_PROBE: Final = 8192
 #: Bytes searched at once; a block always ends at a line boundary.
@@ -109,6 +113,10 @@ class _Matcher:
     def __init__(self, pattern: str, *, regex: bool, case_sensitive: bool) -> None:
         if pattern == "":
             raise InvalidArgument("pattern must not be empty")
+        if len(pattern) > _PATTERN_CHARS:
+            # RE2 would refuse most such patterns anyway, after parsing them with memory
+            # a client chooses (16 MiB of "(" cost it 500 MiB).
+            raise InvalidArgument(f"pattern is longer than {_PATTERN_CHARS} characters")
         options = re2.Options()
         options.log_errors = False
         options.case_sensitive = case_sensitive
@@ -125,7 +133,9 @@ class _Matcher:
             raw = exc.args[0] if exc.args else b""
             detail = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
             detail = detail.replace("(?m)", "")
-            raise InvalidArgument(f"Invalid regular expression {pattern!r}: {detail}") from None
+            raise InvalidArgument(
+                f"Invalid regular expression {quoted(pattern)}: {detail[:QUOTED_CHARS]}"
+            ) from None
         if self.literal is None and not _TEXT_EDGE.search(source):
             self.scanner = self.compiled
 
@@ -787,13 +797,16 @@ GREP_FILES = ToolSpec(
     "unless 'regex' is true (RE2 syntax, linear time). 'glob' keeps only files whose name "
     "(or, if the glob has a '/', relative path) matches. Binary files are skipped; symlinks "
     "are never followed. Stops early, and says so, at maxResults matches, at 100,000 "
-    "visited entries, or after the server's time limit. Only searches within allowed "
+    "visited entries, after the server's time limit, or when the matching lines reach the "
+    "server's read limit. A line longer than 4 MiB is searched only in its first 4 MiB and "
+    "shown ending in '[line cut at 4 MiB]'; files and directories that cannot be read are "
+    "skipped and counted ('[N files could not be read]'). Only searches within allowed "
     "directories.",
     params=(
         Param(
             "pattern",
             {"type": "string", "minLength": 1},
-            "Text (or RE2 regex) to find.",
+            "Text (or RE2 regex) to find (at most 65,536 characters).",
             required=True,
         ),
         Param(

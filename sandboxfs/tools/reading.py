@@ -6,7 +6,8 @@ from __future__ import annotations
 import base64
 from typing import Final
 
-from sandboxfs.core.errors import InvalidArgument, LimitExceeded, SandboxError
+from sandboxfs.core.errors import QUOTED_CHARS, InvalidArgument, LimitExceeded, SandboxError
+from sandboxfs.core.pathnames import MAX_PATH_BYTES
 from sandboxfs.fs.files import OpenFile
 from sandboxfs.fs.revisions import content_revision
 from sandboxfs.tools.format import display_base, file_uri
@@ -266,13 +267,23 @@ def read_multiple_files(ctx: CallContext, /, paths: list[str]) -> ToolResult:
                 data = whole_bytes(f, min(budget, ctx.limits.read_bytes), path, _progress(ctx))
             budget -= len(data)
         except SandboxError as exc:
-            parts.append(f"{path}: Error - {exc}")
-            files.append({"path": path, "error": {"code": exc.code, "message": str(exc)}})
+            named = _named(path)
+            parts.append(f"{named}: Error - {exc}")
+            files.append({"path": named, "error": {"code": exc.code, "message": str(exc)}})
             continue
         text = decode(data)
         parts.append(f"{path}:\n{text}\n")
         files.append({"path": path, "content": text, "revision": content_revision(data)})
     return ToolResult(text="\n---\n".join(parts), structured={"files": files})
+
+
+def _named(path: str) -> str:
+    """A path as an error line names it: as given, or, when it is longer than any path
+    can be (and so was refused), its start and its length: an answer never repeats
+    megabytes of a client's argument."""
+    if len(path) <= MAX_PATH_BYTES:
+        return path
+    return f"{path[:QUOTED_CHARS]}… ({len(path)} characters)"
 
 
 _HEAD = Param(
