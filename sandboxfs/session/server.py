@@ -93,18 +93,40 @@ def _clean_top(value: Any) -> Any:
     return clean_text(value) if isinstance(value, str) else value
 
 
+#: Characters of one argument's text, and of one problem, an explanation quotes.
+_EXPLAINED_CHARS: Final = 200
+_PROBLEM_CHARS: Final = 500
+
+
+def _shortened(value: Any) -> Any:
+    """``value`` with every string longer than :data:`_EXPLAINED_CHARS` cut there: what
+    jsonschema quotes when it explains a refusal (quoting a 16 MiB string took seconds
+    and gigabytes, for an answer no one reads)."""
+    if isinstance(value, str):
+        return value if len(value) <= _EXPLAINED_CHARS else value[:_EXPLAINED_CHARS] + "…"
+    if isinstance(value, list):
+        return [_shortened(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _shortened(item) for key, item in value.items()}
+    return value
+
+
 def _argument_problems(schema: dict[str, Any], arguments: dict[str, Any]) -> str:
-    """Why ``arguments`` do not satisfy ``schema``, as jsonschema explains it."""
+    """Why ``arguments`` do not satisfy ``schema``, as jsonschema explains it (long
+    strings cut first, each problem at most :data:`_PROBLEM_CHARS` characters)."""
     import jsonschema  # noqa: PLC0415 - only refusals need it (and it is slow to import)
 
-    errors = jsonschema.Draft202012Validator(schema).iter_errors(arguments)
+    errors = jsonschema.Draft202012Validator(schema).iter_errors(_shortened(arguments))
     problems = []
     for error in sorted(errors, key=str):
         where = "/".join(str(p) for p in error.absolute_path)
         if error.validator == "additionalProperties" or not where:
-            problems.append(error.message)
+            problem = error.message
         else:
-            problems.append(f"'{where}': {error.message}")
+            problem = f"'{where}': {error.message}"
+        if len(problem) > _PROBLEM_CHARS:
+            problem = problem[:_PROBLEM_CHARS] + "…"
+        problems.append(problem)
     return "; ".join(problems) or "they do not match the tool's input schema"
 
 
