@@ -153,6 +153,9 @@ class _Servers:
         }
 
     def reset(self, directory: Path) -> None:
+        for log in self.logs:  # each call's line is written, then dropped
+            log.seek(0)
+            log.truncate()
         for child in directory.iterdir():
             if child.is_dir() and not child.is_symlink():
                 shutil.rmtree(child)
