@@ -23,13 +23,16 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import mcp_types
 import pytest
 import trio
 from test_inprocess import InProcess, _server
 
 from helpers import Tree
+from mcp_client import run, session
 from sandboxfs.core.errors import SandboxError
 from sandboxfs.fs import files, walks
+from unprivileged import nobody_command, nobody_pythonpath
 
 CHILD = Path(__file__).with_name("proc_child.py")
 
@@ -318,3 +321,36 @@ def test_a_walk_notes_a_subdirectory_it_cannot_list_and_goes_on(
     elif name == "search_files":
         [note] = result["structuredContent"]["unreadable"]
         assert note == {"path": f"{tree.root}/bad", "code": "EIO"}
+
+
+def test_grep_as_an_ordinary_user_counts_what_it_may_not_read(public_tree: Tree) -> None:
+    """EACCES, the common case: C cannot open the file (it is counted, not read again)
+    and the walk cannot list the directory; the rest is searched."""
+    tree = public_tree
+    tree.root.chmod(0o755)
+    (tree.root / "public.txt").write_text("needle in public\n")
+    (tree.root / "private.txt").write_text("needle in private\n")
+    (tree.root / "private.txt").chmod(0o600)
+    locked = tree.root / "locked"
+    locked.mkdir()
+    (locked / "inner.txt").write_text("needle inside\n")
+    locked.chmod(0o700)
+    pythonpath = nobody_pythonpath()
+
+    results: list[mcp_types.CallToolResult] = []
+
+    async def main() -> None:
+        async with session(
+            command=nobody_command(str(tree.root)), env={"PYTHONPATH": pythonpath}
+        ) as s:
+            results.append(await s.call("grep_files", pattern="needle", path="."))
+
+    run(main)
+    [result] = results
+    assert result.is_error is False
+    found = result.structured_content
+    assert found is not None
+    assert [m["text"] for m in found["matches"]] == ["needle in public"]
+    assert (found["unreadableFiles"], found["unreadableDirectories"]) == (1, 1)
+    assert isinstance(result.content[0], mcp_types.TextContent)
+    assert result.content[0].text.endswith("\n[1 file and 1 directory could not be read]")
