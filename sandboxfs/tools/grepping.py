@@ -16,41 +16,32 @@ from a failing disk, a FUSE or NFS server, a procfs file, ``EACCES``) is skipped
 and counted, never the end of the search.
 
 Speed: the files of a walk are opened, checked and read in C, a directory's worth
-at a time (:meth:`~sandboxfs.core.chokepoint.Directory.read_files`, native/scan.c),
-by the searching thread and one helper reading ahead; a literal is searched there
-too, RE2 over all the files of one read at once, so Python sees only the files that
-may match.  A long file is read block by block into one buffer.  Either way the
-blocks, and so the answers, are the ones a file-by-file search gives
-(tests/grep_reference.py is that search, kept as the tests' oracle).
+at a time, by the searching thread and one helper reading ahead
+(:mod:`sandboxfs.tools.grepahead`); a literal is searched there too, RE2 over all
+the files of one read at once, so Python sees only the files that may match.  A
+long file is read block by block into one buffer.  Either way the blocks, and so
+the answers, are the ones a file-by-file search gives (tests/grep_reference.py is
+that search, kept as the tests' oracle).
 """
 
 from __future__ import annotations
 
-import bisect
-import collections
-import errno
-import os
-import queue
 import re
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Final, final
+from typing import Any, Final
 
 import re2
 
 from sandboxfs.binding.syscalls import (
     LEAF_BINARY,
-    LEAF_GONE,
     LEAF_LATER,
     LEAF_SEARCH,
     LEAF_TEXT,
-    LeafBatch,
     count_byte,
     find,
 )
-from sandboxfs.core.chokepoint import Directory
 from sandboxfs.core.errors import (
     QUOTED_CHARS,
     Conflict,
@@ -67,6 +58,7 @@ from sandboxfs.core.globs import Glob, GlobError, compile_glob
 from sandboxfs.core.names import quote_path, structured_path
 from sandboxfs.fs.files import OpenFile
 from sandboxfs.fs.walks import TreeWalk
+from sandboxfs.tools.grepahead import UNREADABLE, Reader, ReadSizes, Run
 from sandboxfs.tools.spec import READ_ONLY, CallContext, Param, Progress, ToolResult, ToolSpec
 from sandboxfs.tools.walking import Walker
 
@@ -93,13 +85,9 @@ _READ_AHEAD: Final = 16
 _RUN_FILES: Final = 256
 _RUN_BYTES: Final = 1024 * 1024
 _NEWLINE: Final = 0x0A
-#: The kind of a file of a run that could not be opened or read (a ``LEAF_*`` is
-#: smaller): it is counted, not searched.
-_UNREADABLE: Final = 0xFF
 #: Errors of a file that vanished or became something else while the walk went on:
 #: not a match, and not a file that could not be read.
 _REPLACED: Final = (NotFound, Conflict, NotARegularFile, IsADirectory, NotADirectory)
-_GONE_ERRNOS: Final = frozenset({0, errno.ENOENT, errno.ELOOP, errno.ENOTDIR})
 #: What could make a pattern match differently in a file searched on its own and in
 #: files searched as one text: \A, \z, and a flag group that turns a flag off
 #: (``(?-m)``: ^ and $ at the text's ends only).  Found or not, nothing is wrong:
@@ -123,9 +111,9 @@ class _Matcher:
         self.literal = None if regex or not case_sensitive else pattern.encode("utf-8")
         # (?m): ^ and $ match at line boundaries, as in grep.
         source = "(?m)" + pattern if regex else re2.escape(pattern)
-        #: RE2 for a search over many files at once (see :meth:`_Run._keep`): None for
-        #: a literal (C searches it) and for a pattern that could see where a text
-        #: starts or ends (\A, \z, ^ or $ with the m flag turned off).
+        #: RE2 for a search over many files at once (see grepahead's ``Run._keep``):
+        #: None for a literal (C searches it) and for a pattern that could see where a
+        #: text starts or ends (\A, \z, ^ or $ with the m flag turned off).
         self.scanner: Any = None
         try:
             self.compiled = re2.compile(source.encode("utf-8"), options=options)
@@ -321,7 +309,7 @@ class _Search:
         cut); the newlines counted, and up to where."""
         return self._block(buffer, end, before, paths, cut=cut)
 
-    def search_run(self, run: _Run, tree: TreeWalk, prefix: str, seconds: float) -> None:
+    def search_run(self, run: Run, tree: TreeWalk, prefix: str, seconds: float) -> None:
         """Count or search each file of a run that has been read, in order, until the
         results are full; a file longer than a read is searched by :meth:`search_file`."""
         kinds = run.kinds
@@ -329,7 +317,7 @@ class _Search:
             # No file can match, so none fills the results: count them at once.
             self.files_searched += kinds.count(LEAF_TEXT) + kinds.count(LEAF_SEARCH)
             self.binary_skipped += kinds.count(LEAF_BINARY)
-            self.unreadable += kinds.count(_UNREADABLE)
+            self.unreadable += kinds.count(UNREADABLE)
             return
         prefiltered = self.matcher.literal is not None
         files = run.files
@@ -340,7 +328,7 @@ class _Search:
                 self.files_searched += 1
             elif kind == LEAF_BINARY:
                 self.binary_skipped += 1
-            elif kind == _UNREADABLE:
+            elif kind == UNREADABLE:
                 self.unreadable += 1
             elif kind == LEAF_SEARCH:
                 self.files_searched += 1
@@ -524,190 +512,6 @@ def _exact_path(prefix: str, relative: str) -> str:
     return f"{prefix}/{structured_path(relative)}" if prefix != "/" else f"/{relative}"
 
 
-@final
-class _Run:
-    """The files of one directory between two of its subdirectories (``files``:
-    relative path and name, in walk order), read in C by whichever thread claims the
-    run (``claim``), the searching thread or the helper; ``read`` is set once they
-    are, with a kind for each file (``kinds``) and the bytes of each to search
-    (``kept``)."""
-
-    __slots__ = (
-        "claim",
-        "directory",
-        "error",
-        "files",
-        "kept",
-        "kept_bytes",
-        "kinds",
-        "read",
-        "shown",
-    )
-
-    def __init__(
-        self, directory: Directory | None, files: list[tuple[str, str]], shown: str
-    ) -> None:
-        self.directory = directory
-        self.files = files
-        self.shown = shown
-        self.claim = threading.Lock()
-        self.read = threading.Event()
-        self.kinds = b""
-        self.kept: dict[int, bytes] = {}
-        self.kept_bytes = 0
-        self.error: BaseException | None = None
-
-    def read_files(self, batch: LeafBatch, needle: bytes, scanner: Any) -> None:
-        """Read the files (by the thread that claimed the run), then close the directory."""
-        try:
-            if self.directory is None:  # vanished or unreadable: none of its files is there
-                self.kinds = bytes([LEAF_GONE]) * len(self.files)
-                return
-            names = [name for _, name in self.files]
-            parts: list[bytes] = []
-            done = 0
-            while done < len(names):
-                count = self.directory.read_files(
-                    batch,
-                    os.fsencode("\0".join(names[done : done + batch.slots]) + "\0"),
-                    block=_BLOCK,
-                    probe=_BINARY_PROBE,
-                    needle=needle,
-                )
-                kinds = batch.kinds(count)
-                if LEAF_SEARCH in kinds:
-                    kinds = self._keep(batch, kinds, done, scanner)
-                if LEAF_GONE in kinds or LEAF_LATER in kinds:
-                    kinds = _unreadable_marked(batch, kinds)
-                parts.append(kinds)
-                done += count
-            self.kinds = b"".join(parts)
-        except BaseException as exc:  # raised again in the searching thread
-            self.error = exc
-        finally:
-            if self.directory is not None:
-                self.directory.close()
-            self.read.set()
-
-    def _keep(self, batch: LeafBatch, kinds: bytes, done: int, scanner: Any) -> bytes:
-        """Copy out the files of one read that are to be searched: with a ``scanner``
-        (RE2), only those it finds a match in when it searches all of them as one text
-        (each file followed by a newline, so no line joins two files: a file with a
-        match of its own has one there; a match found may be no match of the file's,
-        which its own search then shows)."""
-        spans, view = batch.spans, batch.view
-        chosen = [index for index, kind in enumerate(kinds) if kind == LEAF_SEARCH]
-        if scanner is not None:
-            starts = [spans[2 * index] for index in chosen]
-            last = chosen[-1]
-            text = view[: spans[2 * last] + spans[2 * last + 1] + 1]
-            found: list[int] = []
-            position = 0
-            while (match := scanner.search(text, position)) is not None:
-                at = max(0, bisect.bisect_right(starts, match.start()) - 1)
-                found.append(chosen[at])
-                if at + 1 >= len(chosen):
-                    break
-                position = starts[at + 1]
-            chosen = found
-        later = bytearray(kinds)
-        for index in chosen:
-            start, length = spans[2 * index], spans[2 * index + 1]
-            if self.kept_bytes and self.kept_bytes + length > _RUN_BYTES:
-                later[index] = LEAF_LATER  # bounded memory: read again in its turn
-                continue
-            self.kept[done + index] = bytes(view[start : start + length])
-            self.kept_bytes += length
-        return bytes(later)
-
-
-def _unreadable_marked(batch: LeafBatch, kinds: bytes) -> bytes:
-    """``kinds`` with each file that C could not open or read for an error other
-    than its being gone or replaced (``EIO``, ``EACCES``...) marked
-    :data:`_UNREADABLE`: counted, never read again."""
-    marked = bytearray(kinds)
-    for index, kind in enumerate(kinds):
-        if kind in (LEAF_GONE, LEAF_LATER) and batch.error(index) not in _GONE_ERRNOS:
-            marked[index] = _UNREADABLE
-    return bytes(marked)
-
-
-@final
-class _Reader:
-    """Runs read ahead of the search, in walk order, by one helper thread (started
-    when a second run is waiting) and by the searching thread, which reads a run
-    itself rather than wait.  The helper only reads (C, the GIL released); every
-    directory is opened, and every result searched, in the searching thread, so the
-    answer is the one a single thread gives.  The searching thread marks each wait
-    as a step of the call's watch (the helper never touches the watch)."""
-
-    def __init__(self, tree: TreeWalk, matcher: _Matcher) -> None:
-        self.tree = tree
-        self.needle = matcher.literal or b""
-        self.scanner = matcher.scanner
-        self.pending: collections.deque[_Run] = collections.deque()
-        self._queue: queue.SimpleQueue[_Run | None] = queue.SimpleQueue()
-        self._helper: threading.Thread | None = None
-        self._batch: LeafBatch | None = None
-
-    def submit(self, rel: tuple[str, ...], files: list[tuple[str, str]], shown: str) -> None:
-        try:
-            directory: Directory | None = self.tree.directory(rel, shown)
-        except SandboxError:
-            directory = None
-        run = _Run(directory, files, shown)
-        self.pending.append(run)
-        if len(self.pending) > 1:
-            if self._helper is None:
-                self._helper = threading.Thread(
-                    target=self._help, name="sandboxfs grep reader", daemon=True
-                )
-                self._helper.start()
-            self._queue.put(run)
-
-    def _help(self) -> None:
-        batch = LeafBatch(_BATCH_BYTES, _BATCH_NAMES)
-        while (run := self._queue.get()) is not None:
-            if run.claim.acquire(blocking=False):
-                run.read_files(batch, self.needle, self.scanner)
-
-    def _read_here(self, run: _Run) -> None:
-        if self._batch is None:
-            self._batch = LeafBatch(_BATCH_BYTES, _BATCH_NAMES)
-        with self.tree.ctx.watch.step(run.shown):
-            run.read_files(self._batch, self.needle, self.scanner)
-
-    def next(self) -> _Run:
-        """The oldest run, read."""
-        run = self.pending.popleft()
-        if run.claim.acquire(blocking=False):
-            self._read_here(run)
-        else:
-            for other in reversed(self.pending):  # the helper has it: read a later one
-                if run.read.is_set():
-                    break
-                if other.claim.acquire(blocking=False):
-                    self._read_here(other)
-            with self.tree.ctx.watch.step(run.shown):
-                run.read.wait()
-        if run.error is not None:
-            raise run.error
-        return run
-
-    def close(self) -> None:
-        """Stop the helper; close what was opened and never read (wait for what it reads)."""
-        if self._helper is not None:
-            self._queue.put(None)
-        for run in self.pending:
-            if run.claim.acquire(blocking=False):
-                if run.directory is not None:
-                    run.directory.close()
-            else:
-                with self.tree.ctx.watch.step(run.shown):
-                    run.read.wait()
-        self.pending.clear()
-
-
 def _runs(
     walker: Walker, name_filter: Glob | None
 ) -> Iterator[tuple[tuple[str, ...], list[tuple[str, str]]]]:
@@ -754,11 +558,13 @@ def _runs(
 
 
 def _walk(ctx: CallContext, walker: Walker, search: _Search, name_filter: Glob | None) -> None:
-    """Search the runs of the walk in walk order, each read ahead (:class:`_Reader`)
-    while the walk goes on, at most ``_READ_AHEAD`` runs ahead of the search."""
+    """Search the runs of the walk in walk order, each read ahead
+    (:class:`~sandboxfs.tools.grepahead.Reader`) while the walk goes on, at most
+    ``_READ_AHEAD`` runs ahead of the search."""
     prefix = walker.path.rstrip("/") or "/"
     seconds = ctx.limits.search_seconds
-    reader = _Reader(walker.tree, search.matcher)
+    sizes = ReadSizes(_BLOCK, _BINARY_PROBE, _BATCH_BYTES, _BATCH_NAMES, _RUN_BYTES)
+    reader = Reader(walker.tree, search.matcher.literal or b"", search.matcher.scanner, sizes)
 
     def stop() -> bool:
         return search.full() or search.out_of_time(seconds)
