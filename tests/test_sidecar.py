@@ -188,7 +188,9 @@ def test_sigterm_finishes_the_call_in_flight(tree: Tree, tmp_path: Path) -> None
             assert s.request("POST", "/mcp", INIT, JSON_HEADERS)[0] == 503
         assert results == ["finished\n"]
 
-    with sidecar(str(tree.root), tmp=tmp_path, env=stall) as s:
+    # Resolving the path and reading the file are each a stalled step (10 s in all):
+    # a grace longer than both.
+    with sidecar(str(tree.root), "--shutdown-grace", "30", tmp=tmp_path, env=stall) as s:
         run(lambda: main(s))
         assert s.process.wait(timeout=60) == 0
         log = s.log.read_text()
