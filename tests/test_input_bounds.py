@@ -7,6 +7,9 @@ pattern or a path longer than any path is quoted cut, never whole.
 
 from __future__ import annotations
 
+import io
+import json
+
 import pytest
 import trio
 from hypothesis import given, settings
@@ -17,6 +20,7 @@ from sandboxfs.core.allowlist import AllowList, Root
 from sandboxfs.core.errors import InvalidArgument
 from sandboxfs.fs.limits import Limits
 from sandboxfs.session.access import AccessControl
+from sandboxfs.session.auditlog import AuditLog
 from sandboxfs.session.effects import Caller
 from sandboxfs.session.server import SandboxfsServer, ServerOptions
 from sandboxfs.tools import CallContext
@@ -105,3 +109,31 @@ def test_read_multiple_files_names_a_path_longer_than_any_path_briefly(tree: Tre
     assert refused["error"]["code"] == "EINVAL"
     assert read == {"path": "f.txt", "content": "content", "revision": read["revision"]}
     assert len(result.text or "") < 1024
+
+
+def test_the_audit_log_keeps_a_bounded_line_whatever_a_client_sends() -> None:
+    """A 16 MiB path, 20,000 paths, a huge client name and an object where a path
+    belongs: each audit line stays a few hundred KiB at most, and says what it cut."""
+    stream = io.StringIO()
+    log = AuditLog(stream)
+    huge = "p/" * (8 << 20)
+    arguments = {"path": huge, "paths": ["x" * 10_000] * 20_000, "source": {"a": [1] * 10**6}}
+    log.record(
+        tool="read_multiple_files",
+        arguments=arguments,
+        era="2025",
+        protocol="2025-06-18",
+        client="c" * (1 << 20),
+        peer=None,
+        outcome="error",
+        code="-32602",
+        size=0,
+        seconds=0.001,
+    )
+    line = stream.getvalue()
+    assert line.count("\n") == 1 and len(line) < 600_000
+    entry = json.loads(line)
+    assert entry["paths"]["path"].endswith(f"... [{len(huge):,} characters]")
+    assert entry["paths"]["paths"][-1] == "... [20,000 items]"
+    assert entry["paths"]["source"] == "<dict>"
+    assert entry["client"].startswith("c" * 4096)
