@@ -203,8 +203,16 @@ def confine_network() -> LandlockStatus:
     if not _only_thread():
         raise RuntimeError("Landlock must be applied before any thread starts")
     scoped = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if abi >= 6 else 0
-    ruleset = syscalls.landlock_create_ruleset(0, NET_BIND_TCP | NET_CONNECT_TCP, scoped)
+    # A layer that does not handle REFER denies every rename or link into another
+    # directory beneath it (the kernel's default since ABI 2): handled and granted on
+    # "/", this layer leaves them to the workers' own layers.
+    ruleset = syscalls.landlock_create_ruleset(REFER, NET_BIND_TCP | NET_CONNECT_TCP, scoped)
     try:
+        everywhere = os.open("/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            syscalls.landlock_add_path_rule(ruleset, REFER, everywhere)
+        finally:
+            os.close(everywhere)
         syscalls.set_no_new_privs()
         syscalls.landlock_restrict_self(ruleset)
     finally:
