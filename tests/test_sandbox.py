@@ -919,3 +919,20 @@ def test_outside_snapshot_helper_detects_changes(tree: Tree) -> None:
     before = snapshot(tree.outside)
     (tree.outside / "secret.txt").write_bytes(b"changed")
     assert snapshot(tree.outside) != before
+
+
+@pytest.mark.parametrize("text", ["a/.", "a/", "d/.", "d/"])
+def test_a_link_that_names_only_a_directory_is_never_written_through_to_a_file(
+    tree: Tree, text: str
+) -> None:
+    """The kernel refuses to open "b" -> "a/." for writing (ENOTDIR for a file, EISDIR
+    for a directory); the component walk once dropped the "." and wrote the file a."""
+    (tree.root / "a").write_bytes(b"kept")
+    (tree.root / "d").mkdir()
+    (tree.root / "b").symlink_to(text)
+    sandbox = tree.sandbox()
+    with pytest.raises(SandboxError, match="ENOTDIR" if text.startswith("a") else "EISDIR"):
+        sandbox.replace_file(str(tree.root / "b"), b"new")
+    assert (tree.root / "a").read_bytes() == b"kept"
+    described = sandbox.describe(str(tree.root / "b"))
+    assert described.is_symlink and described.target_described == text.startswith("d")
