@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any, Final, Literal, TypeVar, final
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar, final
 
 from sandboxfs.binding.syscalls import Statx
 from sandboxfs.core.resolver import Resolver
@@ -39,6 +39,9 @@ from sandboxfs.fs.outcome import Change
 from sandboxfs.fs.revisions import RevisionCache, SameBytes
 from sandboxfs.fs.staging import CopyProgress
 from sandboxfs.fs.walks import TreeWalk
+
+if TYPE_CHECKING:
+    from sandboxfs.fs.journaling import Recording
 
 PathRole = Literal["follow", "entry"]
 #: The path is followed to what it leads to (inside only).
@@ -77,15 +80,16 @@ class Sandbox:
     __slots__ = ("ctx",)
 
     #: Public methods that take no client path (not operations in the escape sense).
-    NOT_OPERATIONS: Final = ("with_watch", "file_revision")
+    NOT_OPERATIONS: Final = ("with_watch", "file_revision", "recording", "journal")
 
     def __init__(
         self,
         resolver: Resolver,
         limits: Limits | None = None,
         revisions: RevisionCache | None = None,
+        journal: Recording | None = None,
     ) -> None:
-        self.ctx = FsContext(resolver, limits or Limits(), revisions or RevisionCache())
+        self.ctx = FsContext(resolver, limits or Limits(), revisions or RevisionCache(), journal)
 
     @property
     def resolver(self) -> Resolver:
@@ -99,9 +103,18 @@ class Sandbox:
     def revisions(self) -> RevisionCache:
         return self.ctx.revisions
 
+    @property
+    def journal(self) -> Recording | None:
+        return self.ctx.journal
+
     def with_watch(self, watch: Watch) -> Sandbox:
         """A view of this sandbox whose blocking steps report to ``watch``."""
-        return Sandbox(self.resolver.with_watch(watch), self.limits, self.revisions)
+        return Sandbox(self.resolver.with_watch(watch), self.limits, self.revisions, self.journal)
+
+    def recording(self, journal: Recording | None) -> Sandbox:
+        """A view of this sandbox whose changes are captured in ``journal`` (a call's
+        record for the change journal; see :mod:`sandboxfs.fs.journaling`)."""
+        return Sandbox(self.resolver, self.limits, self.revisions, journal)
 
     # -- reading ---------------------------------------------------------------
 
