@@ -45,6 +45,7 @@ PATH_CALLS = {
     "cli/main.py": "the operator's files: token file, audit log, directories",
     "cli/launch.py": "reads the kernel's transparent huge page mode",
     "cli/policies.py": "reads the operator's --policy file",
+    "cli/journal.py": "makes the operator's --journal directory, and names its session journals",
     "transports/stdio.py": "opens /dev/null for the private copies of fds 0 and 1",
     "transports/sidecar.py": "the operator's unix socket path",
     "transports/tenants.py": "reads the operator's --tenants file",

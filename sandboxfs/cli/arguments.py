@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Final, final
 
 from sandboxfs.fs.limits import LIMIT_HELP, Limits
-from sandboxfs.fs.workspaces import check_name
+from sandboxfs.fs.workspaces import check_name, parse_age
 from sandboxfs.transports.sidecar import Endpoint
 
 #: Exit statuses, as ``sandboxfs --help`` documents them.
@@ -114,6 +114,20 @@ VALUE_OPTIONS: Final[dict[str, tuple[str, str, str, bool]]] = {
         "serve each tenant of a TOML file its own directories, in its own process (HTTP)",
         False,
     ),
+    "--journal": (
+        "journal",
+        "DIR",
+        "record every change in DIR (outside the allowed directories): list_changes, "
+        "undo_changes, 'sandboxfs journal DIR'",
+        False,
+    ),
+    "--journal-max-bytes": (
+        "journal_max_bytes",
+        "N",
+        "most bytes the journal keeps; the oldest changes go first [1 GiB]",
+        False,
+    ),
+    "--journal-keep": ("journal_keep", "AGE", "drop changes older than AGE, e.g. 7d [30d]", False),
 }
 
 #: What a tenants file gives each tenant: refused beside --tenants.
@@ -126,6 +140,9 @@ TENANT_OWN: Final = (
     "--workspaces",
     "--token-file",
     "--audit-log",
+    "--journal",
+    "--journal-max-bytes",
+    "--journal-keep",
 )
 
 #: The options that give directories a policy; they need directories to apply to.
@@ -190,6 +207,9 @@ class Arguments:
     presets: list[str] = field(default_factory=list)
     policy_file: str | None = None
     tenants: str | None = None
+    journal: str | None = None
+    journal_max_bytes: str | None = None
+    journal_keep: str | None = None
     limits: Limits = field(default_factory=Limits)
     show_help: bool = False
     show_version: bool = False
@@ -305,6 +325,30 @@ def _check_combinations(args: Arguments) -> None:
         return
     _check_directories(args)
     _check_workspaces(args)
+    _check_journal(args)
+
+
+def _check_journal(args: Arguments) -> None:
+    """``--journal``: something to change, directories to change it in, bounds that parse."""
+    if args.journal is None:
+        for option in ("--journal-max-bytes", "--journal-keep"):
+            if option in args.given:
+                raise UsageError(f"{option} needs --journal DIR")
+        return
+    if args.read_only:
+        raise UsageError("--journal records changes, and a --read-only server makes none")
+    if not args.directories and args.policy_file is None and args.workspaces is None:
+        raise UsageError(
+            "--journal needs command-line directories (or --policy FILE or --workspaces): "
+            "client Roots alone could name the journal itself"
+        )
+    if args.journal_max_bytes is not None:
+        _number("--journal-max-bytes", args.journal_max_bytes, int)
+    if args.journal_keep is not None:
+        try:
+            parse_age(args.journal_keep)
+        except ValueError as exc:
+            raise UsageError(f"--journal-keep: {exc}") from None
 
 
 def _check_tenants(args: Arguments) -> None:
@@ -368,6 +412,7 @@ def help_text() -> str:
         "usage: sandboxfs [OPTIONS] [--] DIR[:ro|:rw]...",
         "       sandboxfs audit [--era 2025|2026] [--json FILE] -- CMD ... {root}",
         "       sandboxfs workspaces BASE [--prune AGE]",
+        "       sandboxfs journal DIR [list|show ID|undo ...]   (see 'sandboxfs journal --help')",
         "       sandboxfs --tenants FILE --http HOST:PORT   (one worker process per tenant)",
         "       sandboxfs hash-token < TOKEN_FILE           (a tenant's token_sha256)",
         "",

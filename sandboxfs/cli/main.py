@@ -35,6 +35,9 @@ from sandboxfs.cli.arguments import (
     help_text,
     parse_arguments,
 )
+from sandboxfs.cli.journal import SetupError as JournalSetupError
+from sandboxfs.cli.journal import setup as journal_setup
+from sandboxfs.cli.journal import stdio_session
 from sandboxfs.cli.policies import Directory, Rules, configure, global_policy
 from sandboxfs.cli.workspaces import SetupError as WorkspaceSetupError
 from sandboxfs.cli.workspaces import setup as workspace_setup
@@ -42,6 +45,7 @@ from sandboxfs.core import landlock
 from sandboxfs.core.allowlist import AllowList, Root, nest_policies
 from sandboxfs.core.policy import Policy, PolicyError
 from sandboxfs.core.watch import TEST_STALL_ENV, Stall
+from sandboxfs.fs.journals import Journals
 from sandboxfs.fs.workspaces import SessionLease
 from sandboxfs.session.access import AccessControl
 from sandboxfs.session.auditlog import AuditLog
@@ -104,6 +108,10 @@ def main(argv: Sequence[str] | None = None) -> int:  # noqa: PLR0911 - one per s
         return workspaces(argv[1:])
     if argv[:1] == ["hash-token"]:
         return _hash_token(argv[1:])
+    if argv[:1] == ["journal"]:
+        from sandboxfs.cli.journal import main as journal  # noqa: PLC0415
+
+        return journal(argv[1:])
     try:
         args = parse_arguments(argv)
     except UsageError as exc:
@@ -162,13 +170,15 @@ def serve(args: Arguments) -> int:
     audit = AuditLog(_open_audit_log(args.audit_log))
     accounts = Accounts.load()
     workspaces, lease = _open_workspaces(args, roots, sidecar)
+    journals = _open_journal(args, roots, workspaces)
     # Landlock covers BASE as a whole (sessions appear after it is applied).
     confined = roots if workspaces is None else [workspaces.base.root, *roots]
-    landlocked = _apply_landlock(confined, args)
+    landlocked = _apply_landlock(confined, args, journals.root if journals else None)
     access = AccessControl(
         AllowList.of(roots),
-        # A client's Roots may only narrow directories that carry a policy.
-        confine=args.confine_roots or landlocked or policed,
+        # A client's Roots may only narrow directories that carry a policy (or beside a
+        # journal, which a client's root could otherwise name).
+        confine=args.confine_roots or landlocked or policed or journals is not None,
         # Only a stdio client has Roots to be told about.
         notes=(LANDLOCK_NOTE,) if landlocked and sidecar is None else (),
         policy_notes=tuple(_policy_notes(roots)),
@@ -191,6 +201,7 @@ def serve(args: Arguments) -> int:
         roots=sidecar is None,
         audit=audit,
         workspaces=workspaces,
+        journals=journals,
     )
     if sidecar is not None and listener is not None:
         server = SandboxfsServer(options, access)
@@ -198,6 +209,7 @@ def serve(args: Arguments) -> int:
         return 0
     assert wire is not None
     server = SandboxfsServer(options, access)
+    server.session_label = stdio_session(lease)
     log.info("sandboxfs %s serving MCP on stdio", __version__)
     code: int = trio.run(lambda: serve_stdio(server, wire, max_line=args.limits.line_bytes))
     return code
@@ -230,6 +242,16 @@ def _open_workspaces(
         if exc.usage:
             print(f"sandboxfs: error: {exc}", file=sys.stderr)
             raise SystemExit(EXIT_USAGE) from None
+        _fail(str(exc))
+
+
+def _open_journal(
+    args: Arguments, roots: list[Root], workspaces: WorkspaceSessions | None
+) -> Journals | None:
+    """``--journal DIR``: outside every allowed directory, made 0700 and opened."""
+    try:
+        return journal_setup(args, roots, workspaces.base.root if workspaces else None)
+    except JournalSetupError as exc:
         _fail(str(exc))
 
 
@@ -365,7 +387,7 @@ def _sidecar_options(args: Arguments) -> SidecarOptions:
     )
 
 
-def _apply_landlock(roots: list[Root], args: Arguments) -> bool:
+def _apply_landlock(roots: list[Root], args: Arguments, journal: Root | None = None) -> bool:
     """Confine the process with Landlock unless told not to; True if enforced."""
     if args.no_landlock:
         log.warning("Warning: Landlock disabled (--no-landlock): only openat2 confines paths")
@@ -377,7 +399,8 @@ def _apply_landlock(roots: list[Root], args: Arguments) -> bool:
         )
         return False
     try:
-        status = landlock.confine(roots, read_only=args.read_only)  # per root: its policy too
+        # Per root: its policy too; the journal is the one other place it may write.
+        status = landlock.confine(roots, read_only=args.read_only, journal=journal)
     except (OSError, RuntimeError) as exc:
         if args.require_landlock:
             _fail(f"cannot apply Landlock: {exc}")

@@ -30,6 +30,7 @@ from __future__ import annotations
 import logging
 import os
 import stat
+import time as _time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, final
@@ -71,8 +72,20 @@ class Recording:
     """The changes of one call, and the objects kept for them (held until the record
     is written).  Thread-safe enough for one call: steps are appended in order."""
 
-    def __init__(self, store: JournalStore) -> None:
+    def __init__(
+        self,
+        store: JournalStore,
+        *,
+        tool: str = "",
+        session: str | None = None,
+        client: str | None = None,
+        paths: tuple[str, ...] = (),
+    ) -> None:
         self.store = store
+        self.tool = tool
+        self.session = session
+        self.client = client
+        self.paths = paths
         self.steps: list[JSON] = []
         #: Objects this call kept (pinned until :meth:`finish`).
         self.kept: list[str] = []
@@ -80,6 +93,11 @@ class Recording:
         self.budget = store.max_bytes
         #: Set when the call stopped part-way: what it says.
         self.partial: str | None = None
+        #: The records this call undoes (undo_changes).
+        self.undoes: tuple[int, ...] = ()
+        #: The id of the record written, once :meth:`finish` wrote it.
+        self.entry: int | None = None
+        self._finished = False
 
     # -- keeping content ---------------------------------------------------------------
 
@@ -124,39 +142,33 @@ class Recording:
     def add(self, step: JSON) -> None:
         self.steps.append(step)
 
-    def finish(
-        self,
-        *,
-        tool: str,
-        session: str | None,
-        client: str | None,
-        paths: list[str],
-        undoes: tuple[int, ...] = (),
-        time: float,
-    ) -> int | None:
+    def finish(self, *, time: float | None = None) -> int | None:
         """Write the record of this call (None if it changed nothing) and let go of the
-        objects it kept.  A journal that cannot be written is logged, never turned into
-        a failure of a change that was made."""
+        objects it kept; a second call does nothing.  A journal that cannot be written
+        is logged, never turned into a failure of a change that was made."""
+        if self._finished:
+            return self.entry
+        self._finished = True
         try:
             if not self.steps:
                 return None
             record: JSON = {
-                "time": time,
-                "session": session,
-                "client": client,
-                "tool": tool,
-                "paths": paths,
+                "time": _time.time() if time is None else time,
+                "session": self.session,
+                "client": self.client,
+                "tool": self.tool,
+                "paths": list(self.paths),
                 "steps": self.steps,
             }
-            if undoes:
-                record["undoes"] = list(undoes)
+            if self.undoes:
+                record["undoes"] = list(self.undoes)
             if self.partial is not None:
                 record["partial"] = self.partial
             try:
-                return self.store.commit(record)
+                self.entry = self.store.commit(record)
             except (OSError, JournalError) as exc:
-                log.error("the change journal could not record a change by %s: %s", tool, exc)
-                return None
+                log.error("the change journal could not record a change by %s: %s", self.tool, exc)
+            return self.entry
         finally:
             self.release()
 

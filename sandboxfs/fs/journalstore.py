@@ -42,6 +42,7 @@ import os
 import stat
 import threading
 import time
+import weakref
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -58,6 +59,8 @@ FORMAT: Final = 1
 LOCK: Final = "lock"
 OBJECTS: Final = "objects"
 ENTRIES: Final = "entries"
+#: With --workspaces: one journal per session, below this directory.
+SESSIONS: Final = "sessions"
 #: Files and directories of the journal: private to the server's user.
 FILE_MODE: Final = 0o600
 DIR_MODE: Final = 0o700
@@ -166,6 +169,7 @@ class JournalStore:
         keep_seconds: float = DEFAULT_KEEP_SECONDS,
         confinement: Confinement | None = None,
         durable: bool = True,
+        create: bool = True,
     ) -> None:
         self.root = root
         self.max_bytes = max_bytes
@@ -181,7 +185,7 @@ class JournalStore:
         self._sizes: dict[str, int] = {}
         self._pins: Counter[str] = Counter()
         self._seen: tuple[int, int] | None = None
-        self._layout()
+        self._layout(create=create)
         with self.locked():
             self._collect_orphans()
 
@@ -195,13 +199,16 @@ class JournalStore:
             fd, location, "/".join(("journal", *rel)), self.confinement, readable=readable
         )
 
-    def _layout(self) -> None:
+    def _layout(self, *, create: bool) -> None:
         """Make the marker, the lock file and the two directories if missing; refuse a
-        non-empty directory that is not a journal (the operator named the wrong one)."""
+        non-empty directory that is not a journal (the operator named the wrong one),
+        and without ``create`` any directory that is not one yet."""
         with self._dir((), readable=True) as top:
             names, _ = top.entries()
             if MARKER not in names:
-                if any(name not in (LOCK, OBJECTS, ENTRIES) for name in names):
+                if not create:
+                    raise JournalError(f"{self.root.given} is not a sandboxfs journal")
+                if any(name not in (LOCK, OBJECTS, ENTRIES, SESSIONS) for name in names):
                     raise JournalError(
                         f"{self.root.given} is not empty and holds no sandboxfs journal: "
                         "give an empty or new directory"
@@ -214,10 +221,12 @@ class JournalStore:
                     pass
             fd = top.open(LOCK, os.O_RDWR | os.O_CREAT | os.O_NOCTTY, mode=FILE_MODE)
         self._lock_fd = fd
+        self._finalizer = weakref.finalize(self, os.close, fd)
 
     def close(self) -> None:
+        """Close the lock file now (the last reference going away does it too)."""
         if self._lock_fd >= 0:
-            os.close(self._lock_fd)
+            self._finalizer()
             self._lock_fd = -1
 
     @property

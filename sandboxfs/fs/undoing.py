@@ -336,11 +336,13 @@ def _directory_held(
     return EMPTY_TREE if set(names) <= gone else held
 
 
-def undo(ctx: FsContext, store: JournalStore, records: list[JSON]) -> int:
-    """Undo ``records`` (newest first), each one's steps last first.  Returns how many
-    steps were undone.  Raises UndoRefused (nothing done) if any step cannot be
-    undone or its place changed since; a failure part-way raises with how much was
-    done (and the caller's record of this undo says so)."""
+Plan = list[tuple[int, JSON]]
+
+
+def check(ctx: FsContext, records: list[JSON]) -> Plan:
+    """The steps undoing ``records`` (newest first) takes, last first, once each was
+    checked: it can be undone, and every place holds what the step left (taking the
+    steps before it into account).  Raises UndoRefused, naming the place, otherwise."""
     plan = [(int(record["id"]), step) for record in records for step in reversed(record["steps"])]
     for entry_id, step in plan:
         check_undoable(step, entry_id)
@@ -355,6 +357,15 @@ def undo(ctx: FsContext, store: JournalStore, records: list[JSON]) -> int:
                     f"(it holds {held}, the change left {effect.expect}); nothing was undone"
                 )
             simulated[place.key] = effect.leaves
+    return plan
+
+
+def undo(ctx: FsContext, store: JournalStore, records: list[JSON]) -> int:
+    """Undo ``records`` (newest first), each one's steps last first.  Returns how many
+    steps were undone.  Raises UndoRefused (nothing done) if any step cannot be
+    undone or its place changed since; a failure part-way raises with how much was
+    done (and the caller's record of this undo says so)."""
+    plan = check(ctx, records)
     done = 0
     for entry_id, step in plan:
         try:

@@ -27,6 +27,9 @@ from sandboxfs.core.names import has_lone_surrogate
 from sandboxfs.core.resolver import Resolver
 from sandboxfs.core.roots import roots_from_uris
 from sandboxfs.core.watch import NO_WATCH, Stall, Watch
+from sandboxfs.fs.journaling import Recording
+from sandboxfs.fs.journals import Journals
+from sandboxfs.fs.journalstore import JournalError, JournalStore
 from sandboxfs.fs.limits import Limits
 from sandboxfs.fs.revisions import RevisionCache
 from sandboxfs.fs.sandbox import Sandbox
@@ -134,6 +137,18 @@ def _lone_surrogate_in(arguments: dict[str, Any]) -> str | None:
     return None
 
 
+def journaled_paths(arguments: dict[str, Any]) -> tuple[str, ...]:
+    """The paths a call's arguments name, for its journal record."""
+    found: list[str] = []
+    for key in PATH_ARGUMENTS:
+        value = arguments.get(key)
+        if isinstance(value, str):
+            found.append(value)
+        elif isinstance(value, list):
+            found.extend(v for v in value if isinstance(v, str))
+    return tuple(found)
+
+
 def error_result(message: str, code: str = "EINVAL") -> WireResult:
     """A tool error the model sees (``isError``), with its code for clients."""
     message = clean_text(message)
@@ -199,6 +214,8 @@ class ServerOptions:
     audit: AuditLog = field(default_factory=lambda: AuditLog(None))
     #: ``--workspaces``: every session's private directory and the stores.
     workspaces: WorkspaceSessions | None = None
+    #: ``--journal``: where every change is recorded.
+    journals: Journals | None = None
 
 
 @final
@@ -209,7 +226,9 @@ class SandboxfsServer:
         self.options = options
         self.access = access
         self.specs = served_tools(
-            read_only=options.read_only, workspaces=options.workspaces is not None
+            read_only=options.read_only,
+            workspaces=options.workspaces is not None,
+            journal=options.journals is not None,
         )
         self.by_name = {spec.name: spec for spec in self.specs}
         self.schemas = {spec.name: spec.input_schema() for spec in self.specs}
@@ -231,6 +250,9 @@ class SandboxfsServer:
         self.parses = ParseCache()
         #: The resolve flags every call of this server uses.
         self.confinement = Confinement(no_xdev=options.no_xdev)
+        #: What the journal calls this server's session when it has no workspace (stdio:
+        #: one per process), or None (HTTP: every request stands alone).
+        self.session_label: str | None = None
 
     def session_config(self, *, http: bool = False) -> SessionConfig:
         """What a session of this server knows of it."""
@@ -366,8 +388,11 @@ class SandboxfsServer:
         notes += self.access.policy_notes  # what each directory's policy allows, in every era
 
         def work(watch: Watch) -> ToolResult:
+            extra: dict[str, Any] = {"progress": progress} if progress is not None else {}
+            journal = self.journal_store() if spec.touches_filesystem else None
+            recording = self.recording(journal, spec, arguments, caller)
             context = CallContext(
-                sandbox=sandbox.with_watch(watch),
+                sandbox=sandbox.with_watch(watch).recording(recording),
                 limits=self.options.limits,
                 allowed=allowed,
                 notes=notes,
@@ -375,15 +400,55 @@ class SandboxfsServer:
                 accounts=self.options.accounts,
                 parses=self.parses,
                 workspace=self.access.workspace,
-                **({"progress": progress} if progress is not None else {}),
+                journal=journal,
+                **extra,
             )
-            return spec.handler(context, **arguments)
+            try:
+                return spec.handler(context, **arguments)
+            finally:
+                if recording is not None:
+                    recording.finish()  # a change made is recorded, even by a call that failed
 
         try:
             result = await self.bounded(work) if spec.touches_filesystem else work(NO_WATCH)
         except SandboxError as exc:
             return error_result(str(exc), exc.code)
+        except JournalError as exc:
+            log.error("the change journal cannot be used: %s", exc)
+            return error_result(f"The change journal cannot be used: {exc}", "EIO")
         return to_wire(result)
+
+    # -- the change journal ------------------------------------------------------------------
+
+    def journal_store(self) -> JournalStore | None:
+        """This session's change journal (``--journal``: one per workspace session), or
+        None.  Blocking: called in a worker thread."""
+        journals = self.options.journals
+        if journals is None:
+            return None
+        workspace = self.access.workspace
+        if journals.per_session and workspace is None:
+            return None  # a request that names no session changes nothing
+        return journals.store(workspace.id if workspace is not None else None)
+
+    def recording(
+        self,
+        journal: JournalStore | None,
+        spec: ToolSpec,
+        arguments: dict[str, Any],
+        caller: Caller,
+    ) -> Recording | None:
+        """What a changing call records in the journal (None for a reading one)."""
+        if journal is None or spec.annotations.read_only:
+            return None
+        workspace = self.access.workspace
+        return Recording(
+            journal,
+            tool=spec.name,
+            session=workspace.id if workspace is not None else self.session_label,
+            client=caller.client,
+            paths=journaled_paths(arguments),
+        )
 
     # -- resources ---------------------------------------------------------------------------
 

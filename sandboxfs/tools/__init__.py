@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from sandboxfs.tools.codemap import CODE_MAP
 from sandboxfs.tools.grepping import GREP_FILES
+from sandboxfs.tools.journaltools import JOURNAL_TOOLS
 from sandboxfs.tools.listing import (
     GET_FILE_INFO,
     LIST_ALLOWED_DIRECTORIES,
@@ -72,10 +73,15 @@ TOOLS: tuple[ToolSpec, ...] = (
 )
 
 
-def served_tools(*, read_only: bool, workspaces: bool = False) -> tuple[ToolSpec, ...]:
-    """The tools to serve: all (with the store tools after them under ``--workspaces``),
-    or in read-only mode those annotated read-only."""
+def served_tools(
+    *, read_only: bool, workspaces: bool = False, journal: bool = False
+) -> tuple[ToolSpec, ...]:
+    """The tools to serve: all (with the store tools after them under ``--workspaces``,
+    and the journal's under ``--journal``), or in read-only mode those annotated
+    read-only."""
     tools = TOOLS + WORKSPACE_TOOLS if workspaces else TOOLS
+    if journal:
+        tools += JOURNAL_TOOLS
     return tuple(t for t in tools if t.annotations.read_only or not read_only)
 
 
