@@ -347,7 +347,7 @@ class JournalStore:
     def undone(self) -> dict[int, int]:
         """Which records are undone, and by which record: a record is undone by an undo
         that is not itself undone."""
-        with self._thread_lock:
+        with self.locked():
             items = dict(self._index)
         memo: dict[int, bool] = {}
 
