@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sidecar_helpers import http_client, sidecar
 
 from helpers import Tree
-from mcp_client import ERAS, Era, SERVER, run, server_env, session
-from sidecar_helpers import http_client, sidecar
+from mcp_client import ERAS, SERVER, Era, run, server_env, session
 
 
 def snapshot(root: Path) -> dict[str, tuple[Any, ...]]:
