@@ -24,6 +24,8 @@ from sandboxfs.core.allowlist import AllowList, Root
 from sandboxfs.core.errors import AccessDenied, SandboxError
 from sandboxfs.core.resolver import Resolver
 from sandboxfs.fs.files import OpenFile
+from sandboxfs.fs.journaling import Recording
+from sandboxfs.fs.journalstore import JournalStore
 from sandboxfs.fs.sandbox import ENTRY, FOLLOW, Sandbox
 from sandboxfs.fs.walks import TreeWalk
 
@@ -338,3 +340,141 @@ def test_root_as_allowed_directory_still_refuses_magic_links(tree: Tree) -> None
             _read(sandbox, f"/proc/{os.getpid()}/root/etc/hostname")
     finally:
         os.close(fd)
+
+
+# -- the change journal ------------------------------------------------------------------
+#
+# The journal lies outside every allowed directory (beside the outside canaries) and
+# holds a canary as a kept object and in a record; what it held must stay exactly as it
+# was (an operation that legitimately changes something inside adds a record of its own).  Every operation, with the call journaled (so the capture code runs too), is
+# attacked through every name of it: absolute, relative, through symlinks of both kinds,
+# a chain, a link to its parent, the magic links of the descriptors the server holds.
+
+
+def _journal_tree(t: Tree) -> JournalStore:
+    journal = t.base / "journal"
+    journal.mkdir(exist_ok=True)
+    store = JournalStore(Root.open(str(journal)))
+    recording = Recording(store, tool="test")
+    recording.add(
+        {"op": "write", "path": "x", "root": "/x", "rel": ["x"], **recording.keep_bytes(CANARY)}
+    )
+    recording.finish()
+    t.journal_store = store  # type: ignore[attr-defined]
+    return store
+
+
+def _journal_object(t: Tree) -> str:
+    store = _journal_tree(t)
+    digest = next(iter(store.index()[0].objects))
+    return f"{store.path}/objects/{digest[:2]}/{digest}"
+
+
+JOURNAL_CASES: dict[str, Setup] = {
+    "journal-absolute": lambda t: _journal_tree(t).path,
+    "journal-record-absolute": lambda t: _journal_tree(t).path + "/entries/000000000001.json",
+    "journal-object-absolute": _journal_object,
+    "journal-relative": lambda t: (_journal_tree(t), "../journal/entries")[1],
+    "journal-link-absolute": lambda t: (
+        (t.root / "j").symlink_to(_journal_tree(t).path),
+        "j/entries/000000000001.json",
+    )[1],
+    "journal-link-relative": lambda t: (
+        _journal_tree(t),
+        (t.root / "j").symlink_to("../journal"),
+        "j/lock",
+    )[2],
+    "journal-object-link": lambda t: ((t.root / "o").symlink_to(_journal_object(t)), "o")[1],
+    "journal-link-chain": lambda t: (
+        (t.root / "c2").symlink_to(_journal_object(t)),
+        (t.root / "c1").symlink_to("c2"),
+        "c1",
+    )[2],
+    "journal-parent-link": lambda t: (
+        _journal_tree(t),
+        (t.root / "up").symlink_to(".."),
+        "up/journal/sandboxfs-journal",
+    )[2],
+    "journal-magic-fd": lambda t: (
+        (t.root / "m").symlink_to(f"/proc/self/fd/{_journal_tree(t).root.fd}/entries"),
+        "m",
+    )[1],
+    "journal-magic-lock-fd": lambda t: (
+        (t.root / "m").symlink_to(f"/proc/self/fd/{_journal_tree(t)._lock_fd}"),
+        "m",
+    )[1],
+}
+
+
+def _journaled(tree: Tree) -> Sandbox:
+    store = getattr(tree, "journal_store", None) or _journal_tree(tree)
+    return tree.sandbox().recording(Recording(store, tool="attack"))
+
+
+def _untouched(tree: Tree) -> dict[str, object]:
+    """The outside and what the journal held before the attack."""
+    journal = snapshot(tree.base / "journal")
+    return {
+        "outside": snapshot(tree.outside),
+        "journal": {k: v for k, v in journal.items() if k != "entries" and "/0000000000" not in k
+                    or k.endswith("01.json")},
+    }
+
+
+@pytest.mark.parametrize(("operation", "index", "role"), TARGETS)
+@pytest.mark.parametrize("case", sorted(JOURNAL_CASES))
+def test_every_operation_refuses_the_journal(
+    tree: Tree, case: str, operation: str, index: int, role: str
+) -> None:
+    """The journal by every name, as the path itself: never read, changed or shown."""
+    path = JOURNAL_CASES[case](tree)
+    (tree.root / "inside.txt").write_bytes(b"inside")
+    sandbox = _journaled(tree)
+    before = _untouched(tree)
+    try:
+        result = _call(sandbox, operation, index, path)
+    except SandboxError as exc:
+        if role == FOLLOW:
+            _refused_cleanly(tree, path, exc)
+        assert str(tree.outside) not in str(exc).replace(path, "")
+    else:
+        assert role == ENTRY, f"{operation} followed {path!r} into the journal"
+        assert CANARY not in repr(result).encode()
+        assert str(tree.outside) not in repr(result)
+    finally:
+        sandbox.journal.finish()  # type: ignore[union-attr]
+    assert _untouched(tree) == before
+    for record in _records(tree):
+        for step in record["steps"]:
+            assert {step["root"], step.get("to", step)["root"]} == {str(tree.root)}
+
+
+@pytest.mark.parametrize(("operation", "index", "role"), TARGETS)
+@pytest.mark.parametrize("case", sorted(JOURNAL_CASES))
+def test_every_operation_refuses_the_journal_in_a_parent(
+    tree: Tree, case: str, operation: str, index: int, role: str
+) -> None:
+    """The journal by every name, as a directory on the way: refused."""
+    path = JOURNAL_CASES[case](tree).rstrip("/") + "/below"
+    (tree.root / "inside.txt").write_bytes(b"inside")
+    sandbox = _journaled(tree)
+    before = _untouched(tree)
+    with pytest.raises(SandboxError) as caught:
+        result = _call(sandbox, operation, index, path)
+        assert CANARY not in repr(result).encode()
+    sandbox.journal.finish()  # type: ignore[union-attr]
+    _refused_cleanly(tree, path, caught.value)
+    assert _untouched(tree) == before
+    assert [item.id for item in tree.journal_store.index()] == [1]  # type: ignore[attr-defined]
+
+
+def _records(tree: Tree) -> list[dict[str, Any]]:
+    """Every record the attack's operation added (their places must all be inside)."""
+    store: JournalStore = tree.journal_store  # type: ignore[attr-defined]
+    return [store.record(item.id) or {} for item in store.index() if item.id != 1]
+
+
+def test_the_journal_cases_cover_every_name_kind() -> None:
+    """Absolute, relative, symlinked (absolute, relative, chained, via a parent) and
+    magic-link names of the journal, its records, its objects and its lock."""
+    assert len(JOURNAL_CASES) >= 11
