@@ -416,8 +416,11 @@ def _untouched(tree: Tree) -> dict[str, object]:
     journal = snapshot(tree.base / "journal")
     return {
         "outside": snapshot(tree.outside),
-        "journal": {k: v for k, v in journal.items() if k != "entries" and "/0000000000" not in k
-                    or k.endswith("01.json")},
+        "journal": {
+            k: v
+            for k, v in journal.items()
+            if (k != "entries" and "/0000000000" not in k) or k.endswith("01.json")
+        },
     }
 
 

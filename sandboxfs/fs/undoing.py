@@ -32,7 +32,7 @@ from typing import Any, Final, final
 
 from sandboxfs.core.allowlist import Root
 from sandboxfs.core.chokepoint import READ_FLAGS, Directory, ParentDir
-from sandboxfs.core.errors import AlreadyExists, NotFound, SandboxError
+from sandboxfs.core.errors import AlreadyExists, NotADirectory, NotFound, SandboxError
 from sandboxfs.core.names import quote_path
 from sandboxfs.core.pathnames import join
 from sandboxfs.fs import journaling, moves, writes
@@ -113,8 +113,9 @@ def now(ctx: FsContext, place: Place) -> str:
     path = place.path
     try:
         parent = ctx.resolver.parent(path)
-    except NotFound:
-        return ABSENT  # its directory is missing (maybe put back earlier in this undo)
+    except (NotFound, NotADirectory):
+        # Its directory is missing (maybe put back earlier in this undo), or is a file.
+        return ABSENT
     with parent:
         st = parent.lstat()
         if st is None:
@@ -193,8 +194,8 @@ def matches(held: str | None, expect: str | None) -> bool:
         return True
     if expect == ANY_DIRECTORY:
         return _is_directory(held)
-    if held.startswith("dir:") and expect.startswith("tree:"):
-        return True  # a tree put back earlier in this undo: its own change checks it
+    if held.startswith("dir:") and expect.startswith(("tree:", "content:")):
+        return True  # a tree changed earlier in this undo: its own change checks it
     return held == expect
 
 
@@ -306,8 +307,6 @@ def _held(ctx: FsContext, place: Place, simulated: Simulated, expect: str | None
     held = now(ctx, place)
     if not _is_directory(held):
         return held
-    if expect is not None and expect.startswith("content:"):
-        return tree_content_at(ctx, place)
     return _directory_held(ctx, place, simulated, expect, held)
 
 
@@ -323,6 +322,8 @@ def _directory_held(
         if key[0] == root and len(key[1]) > len(rel) and key[1][: len(rel)] == rel
     ]
     if not changed:
+        if expect is not None and expect.startswith("content:"):
+            return tree_content_at(ctx, place)
         return held
     if expect != EMPTY_TREE:
         return "dir:changed-below"
