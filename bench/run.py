@@ -354,6 +354,7 @@ class Workload:
     limits: tuple[Limit, ...] = ()  # the same work without MCP, measured in the same run
     before: Callable[[Ctx], None] | None = None  # before each server's turn
     stateless: bool = False  # start in the 2026-07-28 era (no handshake) instead of 2025
+    journal: bool = False  # sandboxfs with --journal (a fresh journal beside the fixtures)
 
     @property
     def higher_better(self) -> bool:
@@ -588,6 +589,19 @@ def w_write(conn: Conn, ctx: Ctx) -> Measure:
     per = timed_calls(conn, ctx.n_heavy, lambda i: ("write_file", args))
     size = os.path.getsize(args["path"])
     _expect(conn.label, size == MiB, f"write_file wrote {size} bytes")
+    return Measure(per * 1e3)
+
+
+def w_write_unique(conn: Conn, ctx: Ctx) -> Measure:
+    """Like w_write, but every call writes other bytes: a journal keeps a new copy of
+    the content each call replaces (its worst case: nothing to share)."""
+    path = ctx.p("scratch", f"write-unique-{conn.label}.txt")
+
+    def make(i: int) -> tuple[str, dict[str, Any]]:
+        stamp = f"{i:+016d}\n"
+        return "write_file", {"path": path, "content": stamp + MIB_CONTENT[len(stamp) :]}
+
+    per = timed_calls(conn, ctx.n_heavy, make)
     return Measure(per * 1e3)
 
 
@@ -875,6 +889,28 @@ WORKLOADS: list[Workload] = [
         w_edit,
         before=lambda ctx: restore_edit_file(ctx.root),
     ),
+    # The change journal's cost: the same calls with --journal (sandboxfs only).
+    Workload(
+        "write_1m_j", "write_file 1 MiB, --journal", "ms", w_write, sfs_only=True, journal=True
+    ),
+    Workload("write_1m_u", "write_file 1 MiB, new bytes each call", "ms", w_write_unique),
+    Workload(
+        "write_1m_uj",
+        "write_file 1 MiB, new bytes each call, --journal",
+        "ms",
+        w_write_unique,
+        sfs_only=True,
+        journal=True,
+    ),
+    Workload(
+        "edit_10m_j",
+        "edit_file 1 replacement, 10 MiB, --journal",
+        "ms",
+        w_edit,
+        before=lambda ctx: restore_edit_file(ctx.root),
+        sfs_only=True,
+        journal=True,
+    ),
     *(
         Workload(
             key,
@@ -961,11 +997,19 @@ class Runner:
                 self.commands[server] = [*args.cmds[server], root]
         self._spawns = 0
 
-    def spawn(self, server: str, workload: str, *, stateless: bool = False) -> Conn:
+    def spawn(
+        self, server: str, workload: str, *, stateless: bool = False, journal: bool = False
+    ) -> Conn:
         self._spawns += 1
+        command = self.commands[server]
+        if journal:  # a fresh journal, outside the served directory
+            where = self.ctx.root.parent / f"{self.ctx.root.name}-journal"
+            shutil.rmtree(where, ignore_errors=True)
+            cut = command.index("--")
+            command = [*command[:cut], "--journal", str(where), *command[cut:]]
         conn = Conn(
             server,
-            self.commands[server],
+            command,
             log_path=self.logdir / f"{self._spawns:04d}-{server}-{workload}.stderr",
             timeout=self.args.timeout,
         )
@@ -1013,7 +1057,7 @@ class Runner:
     def run_one(self, wl: Workload, server: str, rep: int, results: Results) -> None:
         if wl.before:
             wl.before(self.ctx)
-        conn = self.spawn(server, wl.key, stateless=wl.stateless)
+        conn = self.spawn(server, wl.key, stateless=wl.stateless, journal=wl.journal)
         profiler = None
         idle = None
         try:

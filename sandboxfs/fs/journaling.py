@@ -47,6 +47,9 @@ log = logging.getLogger("sandboxfs")
 
 JSON = dict[str, Any]
 ABSENT_STATE: Final[JSON] = {"kind": "absent"}
+#: New content below this size is hashed in the calling thread (a thread's start costs
+#: more than hashing a few MiB on a busy machine).
+INLINE_HASH_BYTES: Final = 4 * 1024 * 1024
 
 
 @final
@@ -233,14 +236,18 @@ def before_write(
     st: os.stat_result | None,
     expected: str | SameBytes | None,
     data: bytes,
+    *,
+    revision: Callable[[], str] | None = None,
 ) -> Before | None:
     """Before ``data`` replaces (or creates) ``parent``'s leaf, whose ``lstat`` under
-    the lock was ``st``: keep what is there."""
+    the lock was ``st``: keep what is there.  ``revision`` is ``data``'s, when the
+    caller has it (being) computed already."""
     recording = ctx.journal
     if recording is None:
         return None
     place = where(ctx, parent)
-    revision = revision_soon(data)
+    if revision is None:
+        revision = _revision_of(data)
     if st is None:
         return Before(place, dict(ABSENT_STATE), revision)
     if not stat.S_ISREG(st.st_mode):
@@ -261,6 +268,15 @@ def before_write(
         return Before(place, file_state(recording, ctx, fd, opened), revision)
     finally:
         os.close(fd)
+
+
+def _revision_of(data: bytes) -> Callable[[], str]:
+    """``data``'s revision: here, unless it is big enough to be worth a thread that
+    hashes while the data is written."""
+    if len(data) < INLINE_HASH_BYTES:
+        revision = content_revision(data)
+        return lambda: revision
+    return revision_soon(data)
 
 
 def wrote(ctx: FsContext, before: Before | None, new: os.stat_result | None, size: int) -> None:

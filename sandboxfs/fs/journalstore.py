@@ -168,14 +168,17 @@ class JournalStore:
         max_bytes: int = DEFAULT_MAX_BYTES,
         keep_seconds: float = DEFAULT_KEEP_SECONDS,
         confinement: Confinement | None = None,
-        durable: bool = True,
+        durable: bool = False,
         create: bool = True,
     ) -> None:
         self.root = root
         self.max_bytes = max_bytes
         self.keep_seconds = keep_seconds
         self.confinement = confinement or Confinement()
-        #: ``fsync`` records (and intents' directories) before saying they are written.
+        #: ``fsync`` every record before saying it is written.  Off by default: a record
+        #: is written once its change was made and flushed, and it survives the server
+        #: being killed (the kernel has it); only a power failure can lose the newest
+        #: ones.  A patch's intent (:meth:`commit` with ``durable``) is always flushed.
         self.durable = durable
         self._thread_lock = threading.RLock()
         self._depth = 0
@@ -183,6 +186,8 @@ class JournalStore:
         self._index: dict[int, Indexed] = {}
         self._refs: Counter[str] = Counter()
         self._sizes: dict[str, int] = {}
+        #: Bytes of the records and of the objects they reference (see usage()).
+        self._total = 0
         self._pins: Counter[str] = Counter()
         self._seen: tuple[int, int] | None = None
         self._layout(create=create)
@@ -316,7 +321,10 @@ class JournalStore:
 
     def _remember(self, item: Indexed) -> None:
         self._index[item.id] = item
+        self._total += item.size
         for digest, size in item.objects.items():
+            if self._refs[digest] == 0:
+                self._total += size
             self._refs[digest] += 1
             self._sizes[digest] = size
 
@@ -326,18 +334,19 @@ class JournalStore:
         freed: list[str] = []
         if item is None:
             return freed
+        self._total -= item.size
         for digest in item.objects:
             self._refs[digest] -= 1
             if self._refs[digest] <= 0:
                 del self._refs[digest]
-                self._sizes.pop(digest, None)
+                self._total -= self._sizes.pop(digest, 0)
                 freed.append(digest)
         return freed
 
     def usage(self) -> int:
         """Bytes the records and the objects they reference take."""
         with self._thread_lock:
-            return sum(i.size for i in self._index.values()) + sum(self._sizes.values())
+            return self._total
 
     def index(self) -> list[Indexed]:
         """Every record, newest first (as of the last time the journal was held)."""
@@ -507,16 +516,20 @@ class JournalStore:
         with self._thread_lock:
             return max(self._index, default=0) + 1
 
-    def commit(self, record: JSON) -> int:
+    def commit(self, record: JSON, *, durable: bool = False) -> int:
         """Write a new record (its ``id`` assigned here), then drop the oldest records
-        beyond the bounds.  Returns the id."""
+        beyond the bounds.  Returns the id.  ``durable``: on disk (file and directory
+        flushed) before this returns."""
         with self.locked():
             entry_id = self.next_id()
             record = {**record, "id": entry_id, "version": FORMAT}
             record.setdefault("state", "done")
             data = encode_record(record)
             with self._dir((ENTRIES,), readable=True) as entries:
-                self._write_new(entries, entry_name(entry_id), data, sync=self.durable)
+                sync = durable or self.durable
+                self._write_new(entries, entry_name(entry_id), data, sync=sync)
+                if sync:
+                    _sync_directory(entries)
                 self._remember(_indexed(record, len(data)))
                 self._prune(entries)
                 self._seen = self._entries_stat(entries)
@@ -533,15 +546,13 @@ class JournalStore:
                 tmp = entries.tmpfile(mode=FILE_MODE)
                 try:
                     _write_all(tmp, data)
-                    if self.durable:
-                        os.fsync(tmp)
+                    os.fsync(tmp)
                     temp = f".{name}.{os.getpid()}.{threading.get_ident()}.tmp"
                     entries.link(tmp, temp)
                 finally:
                     os.close(tmp)
                 entries.rename(temp, entries, name, 0)
-                if self.durable:
-                    _sync_directory(entries)
+                _sync_directory(entries)
                 self._forget(entry_id)
                 self._remember(_indexed(record, len(data)))
                 self._prune(entries)

@@ -176,10 +176,16 @@ class Sandbox:
 
     @operation(FOLLOW)
     def replace_file(
-        self, path: str, data: bytes, /, *, expected: str | SameBytes | None = None
+        self,
+        path: str,
+        data: bytes,
+        /,
+        *,
+        expected: str | SameBytes | None = None,
+        revision: Callable[[], str] | None = None,
     ) -> Change:
         """Write ``data`` to ``path`` atomically (see :func:`writes.replace_file`)."""
-        return writes.replace_file(self.ctx, path, data, expected=expected)
+        return writes.replace_file(self.ctx, path, data, expected=expected, revision=revision)
 
     @operation(FOLLOW)
     def append_file(self, path: str, data: bytes, /, *, expected: str | None = None) -> Change:

@@ -82,7 +82,12 @@ def create_file(ctx: FsContext, path: str, data: bytes) -> Change:
 
 
 def replace_file(
-    ctx: FsContext, path: str, data: bytes, *, expected: str | SameBytes | None = None
+    ctx: FsContext,
+    path: str,
+    data: bytes,
+    *,
+    expected: str | SameBytes | None = None,
+    revision: Callable[[], str] | None = None,
 ) -> Change:
     """Write ``data`` to ``path`` atomically, creating it if missing.
 
@@ -90,14 +95,16 @@ def replace_file(
     permissions (never setuid/setgid), owner where permitted and extended
     attributes are kept.  With ``expected``, the file must still have that
     revision (``absent``: must not exist) or hold exactly those bytes, checked
-    under a lock; otherwise Conflict is raised and nothing changes.
+    under a lock; otherwise Conflict is raised and nothing changes.  ``revision``
+    gives ``data``'s revision if the caller computes it anyway (the journal then
+    does not hash it again).
     """
     resolver = ctx.resolver
     with (
         resolver.follow_leaf(resolver.parent(path)) as parent,
         guarded(ctx, parent, expected) as st,
     ):
-        before = journaling.before_write(ctx, parent, st, expected, data)
+        before = journaling.before_write(ctx, parent, st, expected, data, revision=revision)
         if st is None:
             # With "absent" expected (or a journal, which kept nothing there), it must
             # still be absent when published.

@@ -107,7 +107,9 @@ def edit_file(
     change = Change()
     if not dryRun:
         # Conditional on the bytes just read: a concurrent change is never overwritten.
-        change = ctx.sandbox.replace_file(path, after, expected=SameBytes(before))
+        change = ctx.sandbox.replace_file(
+            path, after, expected=SameBytes(before), revision=new_revision
+        )
     diff = unified_diff(before, after, path)
     revision = seen if new_revision is None else new_revision()
     return _done(
