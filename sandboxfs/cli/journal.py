@@ -20,6 +20,7 @@ bad command line.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import secrets
 import sys
@@ -47,6 +48,8 @@ from sandboxfs.fs.workspaces import SessionLease, parse_age
 from sandboxfs.tools import changes
 
 OPERATOR = "operator"
+
+log = logging.getLogger("sandboxfs")
 
 
 class SetupError(Exception):
@@ -92,9 +95,16 @@ def setup(args: Arguments, roots: Sequence[Root], base: Root | None) -> Journals
     max_bytes = int(args.journal_max_bytes) if args.journal_max_bytes else DEFAULT_MAX_BYTES
     keep = parse_age(args.journal_keep) if args.journal_keep else DEFAULT_KEEP_SECONDS
     try:
-        return Journals(root, max_bytes=max_bytes, keep_seconds=keep, per_session=base is not None)
-    except (OSError, JournalError) as exc:
+        journals = Journals(
+            root, max_bytes=max_bytes, keep_seconds=keep, per_session=base is not None
+        )
+        if journals.main is not None:  # patches a crash interrupted: taken back now
+            unjournaled = Sandbox(Resolver(AllowList.of(roots))).ctx
+            for line in journals.recover_once(journals.main, unjournaled):
+                log.warning("Change journal %s: %s", journals.main.path, line)
+    except (OSError, JournalError, SandboxError) as exc:
         raise SetupError(f"cannot use --journal {args.journal}: {exc}") from None
+    return journals
 
 
 def stdio_session(lease: SessionLease | None) -> str:

@@ -17,6 +17,7 @@ from typing import Final, final
 
 from sandboxfs.core.allowlist import Root
 from sandboxfs.core.chokepoint import Confinement, Directory, Location
+from sandboxfs.fs.context import FsContext
 from sandboxfs.fs.journalstore import (
     DEFAULT_KEEP_SECONDS,
     DEFAULT_MAX_BYTES,
@@ -24,6 +25,7 @@ from sandboxfs.fs.journalstore import (
     SESSIONS,
     JournalStore,
 )
+from sandboxfs.fs.undoing import recover
 from sandboxfs.fs.workspaces import check_name
 
 #: Journals of sessions kept open at once (each holds a lock file's descriptor).
@@ -49,6 +51,7 @@ class Journals:
         self.confinement = Confinement()
         self._lock = threading.Lock()
         self._sessions: OrderedDict[str, JournalStore] = OrderedDict()
+        self._recovered: set[int] = set()
         #: The one journal, when there is one for the whole server.
         self.main: JournalStore | None = None
         if not per_session:
@@ -94,6 +97,16 @@ class Journals:
                 # Dropped, not closed: a call still using it keeps it (and its lock) open.
                 self._sessions.popitem(last=False)
             return store
+
+    def recover_once(self, store: JournalStore, ctx: FsContext) -> list[str]:
+        """Roll back the patches a crashed process left in progress in ``store``, the
+        first time this process uses it (``ctx``: the allowed directories they were made
+        in, not journaled); what was done, in words."""
+        with self._lock:
+            if id(store) in self._recovered:
+                return []
+            self._recovered.add(id(store))
+        return recover(ctx, store)
 
     def opened(self) -> list[JournalStore]:
         """Every journal open now."""

@@ -535,6 +535,52 @@ class JournalStore:
                 self._seen = self._entries_stat(entries)
             return entry_id
 
+    def begin(self, record: JSON) -> tuple[int, int]:
+        """Write a record of a change in progress (a patch's intent), flushed to disk, and
+        hold it: returns its id and a descriptor whose ``flock`` says a live process is
+        still working on it (close the descriptor when the record is finished)."""
+        with self.locked():
+            entry_id = self.next_id()
+            record = {**record, "id": entry_id, "version": FORMAT, "state": "pending"}
+            data = encode_record(record)
+            with self._dir((ENTRIES,), readable=True) as entries:
+                fd = entries.tmpfile(mode=FILE_MODE)
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX)  # taken before the name appears
+                    _write_all(fd, data)
+                    os.fsync(fd)
+                    entries.link(fd, entry_name(entry_id))
+                    _sync_directory(entries)
+                except BaseException:
+                    os.close(fd)
+                    raise
+                self._remember(_indexed(record, len(data)))
+                self._seen = self._entries_stat(entries)
+            return entry_id, fd
+
+    def abandoned(self) -> list[JSON]:
+        """Records of changes in progress that no live process holds (it crashed): a
+        patch's intent to take back."""
+        found = []
+        with self.locked(), self._dir((ENTRIES,), readable=True) as entries:
+            for item in sorted(self._index.values(), key=lambda i: i.id):
+                if item.state != "pending":
+                    continue
+                try:
+                    fd = entries.open(entry_name(item.id), READ_FLAGS)
+                except FileNotFoundError:
+                    continue
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    continue  # a live process is still making it
+                finally:
+                    os.close(fd)
+                record = self._load(entries, item.id)[0]
+                if record is not None:
+                    found.append(record)
+        return found
+
     def replace(self, record: JSON) -> None:
         """Write ``record`` over the record with its id (a patch's intent finished or
         rolled back): atomically, the old one or the new one."""

@@ -29,13 +29,14 @@ from sandboxfs.binding.syscalls import Statx
 from sandboxfs.core.resolver import Resolver
 from sandboxfs.core.watch import Watch
 from sandboxfs.fs import describe as describing
-from sandboxfs.fs import directories, files, listings, moves, walks, writes
+from sandboxfs.fs import directories, files, listings, moves, patches, walks, writes
 from sandboxfs.fs.context import FsContext
 from sandboxfs.fs.describe import Description
 from sandboxfs.fs.files import OpenFile
 from sandboxfs.fs.limits import Limits
 from sandboxfs.fs.listings import Listing
 from sandboxfs.fs.outcome import Change
+from sandboxfs.fs.patches import FileChange
 from sandboxfs.fs.revisions import RevisionCache, SameBytes
 from sandboxfs.fs.staging import CopyProgress
 from sandboxfs.fs.walks import TreeWalk
@@ -80,7 +81,14 @@ class Sandbox:
     __slots__ = ("ctx",)
 
     #: Public methods that take no client path (not operations in the escape sense).
-    NOT_OPERATIONS: Final = ("with_watch", "file_revision", "recording", "journal")
+    #: (apply_changes takes a list of files: tests/test_escapes.py attacks each of them.)
+    NOT_OPERATIONS: Final = (
+        "with_watch",
+        "file_revision",
+        "recording",
+        "journal",
+        "apply_changes",
+    )
 
     def __init__(
         self,
@@ -196,6 +204,14 @@ class Sandbox:
     def make_dirs(self, path: str, /, *, expected: str | None = None) -> Change:
         """Create ``path`` and any missing parents (see :func:`directories.make_dirs`)."""
         return directories.make_dirs(self.ctx, path, expected=expected)
+
+    def apply_changes(self, changes: list[FileChange]) -> int | None:
+        """Make the changes to several files all, or none (see :mod:`sandboxfs.fs.patches`);
+        the journal record's id, with a journal."""
+        try:
+            return patches.apply(self.ctx, changes)
+        except OSError as exc:
+            raise self.resolver.error(exc, changes[0].path if changes else ".") from None
 
     # -- moving, copying, removing -----------------------------------------------
 

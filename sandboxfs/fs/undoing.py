@@ -76,7 +76,9 @@ class Place:
     def path(self) -> str:
         """An absolute request path naming exactly this place (quoted where needed, so
         every name stands for its own bytes)."""
-        return quote_path(join((self.root.path.rstrip("/"), *self.rel)) if self.rel else "/")
+        if not self.rel:
+            return quote_path(self.root.path)
+        return quote_path(join((self.root.path.rstrip("/"), *self.rel)))
 
     @property
     def key(self) -> tuple[str, tuple[str, ...]]:
@@ -547,3 +549,65 @@ def _make_entry(
     else:
         raise SandboxError(f"EINVAL: a special file below {path} cannot be made again", "EINVAL")
     return None
+
+
+# -- a patch interrupted by a crash ----------------------------------------------------------
+
+
+def roll_back(ctx: FsContext, store: JournalStore, record: JSON) -> list[str]:
+    """Take back what a patch left in progress (its intent, found after a crash) had
+    changed, last first: a step whose places hold what it would have left is undone,
+    one whose places still hold what was there before is left alone (it was never
+    made), and temporary files it named are removed.  ``ctx`` must not journal.
+    Marks the record rolled back; returns what could not be taken back, in words."""
+    problems: list[str] = []
+    undone = 0
+    for step in reversed(record.get("steps", [])):
+        try:
+            _remove_temp(ctx, step)
+            found = [(effect, now(ctx, find_place(ctx, effect.place))) for effect in effects(step)]
+            if all(held == effect.expect for effect, held in found):
+                _perform(ctx, store, step)
+                undone += 1
+            elif not all(held == effect.leaves for effect, held in found):
+                problems.append(
+                    f"{shown(step)} holds neither what the patch left nor what was there "
+                    "before; left as it is"
+                )
+        except (SandboxError, JournalError, OSError) as exc:
+            problems.append(f"{shown(step)}: {exc}")
+    finished = {**record, "state": "rolled-back", "recovered": {"undone": undone}}
+    if problems:
+        finished["recovered"]["problems"] = problems
+    store.replace(finished)
+    return problems
+
+
+def _remove_temp(ctx: FsContext, step: JSON) -> None:
+    """A temporary file a patch named for this step, if it is still there."""
+    temp = step.get("temp")
+    if not isinstance(temp, str):
+        return
+    place = find_place(ctx, step)
+    path = quote_path(join((place.root.path.rstrip("/"), *place.rel[:-1], temp)))
+    try:
+        parent = ctx.resolver.parent(path)
+    except (NotFound, NotADirectory):
+        return
+    with parent:
+        st = parent.lstat()
+        if st is not None and stat.S_ISREG(st.st_mode):
+            parent.unlink()
+
+
+def recover(ctx: FsContext, store: JournalStore) -> list[str]:
+    """Roll back every patch a crashed process left in progress in ``store``; what it
+    did, in words, for the log."""
+    said = []
+    for record in store.abandoned():
+        problems = roll_back(ctx, store, record)
+        said.append(
+            f"an interrupted patch (change #{record['id']}, by {record.get('tool')}) was "
+            "taken back" + (": " + "; ".join(problems) if problems else ": nothing of it remains")
+        )
+    return said

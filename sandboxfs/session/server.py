@@ -429,7 +429,11 @@ class SandboxfsServer:
         workspace = self.access.workspace
         if journals.per_session and workspace is None:
             return None  # a request that names no session changes nothing
-        return journals.store(workspace.id if workspace is not None else None)
+        store = journals.store(workspace.id if workspace is not None else None)
+        unjournaled = self.sandbox(self.access.current).ctx
+        for line in journals.recover_once(store, unjournaled):
+            log.warning("Change journal %s: %s", store.path, line)
+        return store
 
     def recording(
         self,

@@ -16,6 +16,7 @@ from sandboxfs.tools.listing import (
     LIST_DIRECTORY,
     LIST_DIRECTORY_WITH_SIZES,
 )
+from sandboxfs.tools.patching import APPLY_PATCH
 from sandboxfs.tools.reading import (
     READ_FILE,
     READ_MEDIA_FILE,
@@ -70,6 +71,7 @@ TOOLS: tuple[ToolSpec, ...] = (
     DELETE_FILE,
     GREP_FILES,
     CODE_MAP,
+    APPLY_PATCH,
 )
 
 
