@@ -9,11 +9,15 @@ shipped server reads:
   "/", so only Landlock stands between a request and the rest of the system;
 * ``landlock-abi=N``: the kernel's Landlock ABI reads as N (0: no Landlock);
 * ``no-write-lock``: conditional mutations check the revision without the
-  exclusive (OFD) lock, so two processes can both pass the check.
+  exclusive (OFD) lock, so two processes can both pass the check;
+* ``crash-patch-at=STEP``: the process kills itself (SIGKILL) when apply_patch's
+  commit reaches STEP (``intent``, ``change 1``, ...: see sandboxfs.fs.patches).
 """
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -23,6 +27,7 @@ from sandboxfs.cli import main as cli
 from sandboxfs.core import landlock
 from sandboxfs.core.allowlist import Root
 from sandboxfs.fs import guard
+from sandboxfs.fs import patches as fs_patches
 
 
 def _bypass_openat2() -> None:
@@ -48,6 +53,14 @@ def _no_write_lock() -> None:
     guard.exclusive_lock = unlocked  # type: ignore[assignment]
 
 
+def _crash_patch_at(step: str) -> None:
+    def at(name: str) -> None:
+        if name == step:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    fs_patches.STEP = at
+
+
 def apply(patches: Sequence[str]) -> None:
     for patch in patches:
         name, _, value = patch.partition("=")
@@ -57,6 +70,8 @@ def apply(patches: Sequence[str]) -> None:
             _landlock_abi(value)
         elif name == "no-write-lock":
             _no_write_lock()
+        elif name == "crash-patch-at":
+            _crash_patch_at(value)
         else:
             raise SystemExit(f"unknown patch {patch!r}")
 

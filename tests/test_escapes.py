@@ -26,6 +26,7 @@ from sandboxfs.core.resolver import Resolver
 from sandboxfs.fs.files import OpenFile
 from sandboxfs.fs.journaling import Recording
 from sandboxfs.fs.journalstore import JournalStore
+from sandboxfs.fs.patches import FileChange
 from sandboxfs.fs.sandbox import ENTRY, FOLLOW, Sandbox
 from sandboxfs.fs.walks import TreeWalk
 
@@ -481,3 +482,52 @@ def test_the_journal_cases_cover_every_name_kind() -> None:
     """Absolute, relative, symlinked (absolute, relative, chained, via a parent) and
     magic-link names of the journal, its records, its objects and its lock."""
     assert len(JOURNAL_CASES) >= 11
+
+
+# -- apply_changes: every file of a patch, in every role ------------------------------------
+#
+# The façade's apply_changes takes a list of files (so it is not an operation of the table
+# above): each escape case is the path of one file of a patch, in each role a file can have,
+# after a legitimate change to a file inside.  The attack claims the outside canary's very
+# bytes as what the file holds, so only the resolution stands in the way.  It must be refused
+# (or act only inside), leave the outside as it was, and, when refused, change nothing at all.
+
+PATCH_ROLES: dict[str, Callable[[str], FileChange]] = {
+    "modify": lambda p: FileChange(p, CANARY, b"pwned"),
+    "create": lambda p: FileChange(p, None, b"pwned"),
+    "delete": lambda p: FileChange(p, CANARY, None),
+    "move-source": lambda p: FileChange(p, CANARY, None, to="fresh"),
+    "move-destination": lambda p: FileChange("inside.txt", b"inside", None, to=p),
+    "move-destination-rewritten": lambda p: FileChange("inside.txt", b"inside", b"pwned", to=p),
+}
+
+
+@pytest.mark.parametrize("role", sorted(PATCH_ROLES))
+@pytest.mark.parametrize("below", [False, True])
+@pytest.mark.parametrize("case", sorted(CASES) + sorted(JOURNAL_CASES))
+def test_every_file_of_a_patch_refuses_escapes(
+    tree: Tree, case: str, below: bool, role: str
+) -> None:
+    path = {**CASES, **JOURNAL_CASES}[case](tree)
+    if below:
+        path = path.rstrip("/") + "/below"
+    (tree.root / "inside.txt").write_bytes(b"inside")
+    (tree.root / "first.txt").write_bytes(b"first")
+    sandbox = _journaled(tree)
+    before = _untouched(tree)
+    changes = [FileChange("first.txt", b"first", b"changed"), PATCH_ROLES[role](path)]
+    refused: SandboxError | None = None
+    try:
+        sandbox.apply_changes(changes)
+    except SandboxError as exc:
+        refused = exc
+        assert str(tree.outside) not in str(exc).replace(path, "")
+        assert (tree.root / "first.txt").read_bytes() == b"first"  # all or nothing
+    finally:
+        sandbox.journal.finish()  # type: ignore[union-attr]
+    if below or role == "modify":  # through the escape, or following it: always refused
+        assert isinstance(refused, AccessDenied), (case, role, refused)
+    assert _untouched(tree) == before
+    assert CANARY not in b"".join(
+        p.read_bytes() for p in tree.root.rglob("*") if p.is_file() and not p.is_symlink()
+    )
