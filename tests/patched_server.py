@@ -11,7 +11,9 @@ shipped server reads:
 * ``no-write-lock``: conditional mutations check the revision without the
   exclusive (OFD) lock, so two processes can both pass the check;
 * ``crash-patch-at=STEP``: the process kills itself (SIGKILL) when apply_patch's
-  commit reaches STEP (``intent``, ``change 1``, ...: see sandboxfs.fs.patches).
+  commit reaches STEP (``intent``, ``change 1``, ...: see sandboxfs.fs.patches);
+* ``ask-seconds=N``: a question to the user (``--ask``) is given up after N seconds
+  (instead of minutes), so a test of "no answer" ends soon.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from sandboxfs.core import landlock
 from sandboxfs.core.allowlist import Root
 from sandboxfs.fs import guard
 from sandboxfs.fs import patches as fs_patches
+from sandboxfs.session import driver
 
 
 def _bypass_openat2() -> None:
@@ -72,6 +75,8 @@ def apply(patches: Sequence[str]) -> None:
             _no_write_lock()
         elif name == "crash-patch-at":
             _crash_patch_at(value)
+        elif name == "ask-seconds":
+            driver.ASK_SECONDS = float(value)  # type: ignore[misc]
         else:
             raise SystemExit(f"unknown patch {patch!r}")
 

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final, final
 
+from sandboxfs.core.policy import Policy, PolicyError
 from sandboxfs.fs.limits import LIMIT_HELP, Limits
 from sandboxfs.fs.workspaces import check_name, parse_age
 from sandboxfs.transports.sidecar import Endpoint
@@ -128,6 +129,12 @@ VALUE_OPTIONS: Final[dict[str, tuple[str, str, str, bool]]] = {
         False,
     ),
     "--journal-keep": ("journal_keep", "AGE", "drop changes older than AGE, e.g. 7d [30d]", False),
+    "--ask": (
+        "ask",
+        "PATTERN",
+        "a change to a matching path needs the user's yes (asked through MCP elicitation)",
+        True,
+    ),
 }
 
 #: What a tenants file gives each tenant: refused beside --tenants.
@@ -143,6 +150,7 @@ TENANT_OWN: Final = (
     "--journal",
     "--journal-max-bytes",
     "--journal-keep",
+    "--ask",
 )
 
 #: The options that give directories a policy; they need directories to apply to.
@@ -210,6 +218,7 @@ class Arguments:
     journal: str | None = None
     journal_max_bytes: str | None = None
     journal_keep: str | None = None
+    ask: list[str] = field(default_factory=list)
     limits: Limits = field(default_factory=Limits)
     show_help: bool = False
     show_version: bool = False
@@ -326,6 +335,19 @@ def _check_combinations(args: Arguments) -> None:
     _check_directories(args)
     _check_workspaces(args)
     _check_journal(args)
+    _check_ask(args)
+
+
+def _check_ask(args: Arguments) -> None:
+    """``--ask``: patterns that compile, and changes to ask about."""
+    if not args.ask:
+        return
+    if args.read_only:
+        raise UsageError("--ask approves changes, and a --read-only server makes none")
+    try:
+        Policy(protect=tuple(args.ask))
+    except PolicyError as exc:
+        raise UsageError(str(exc).replace("--protect", "--ask")) from None
 
 
 def _check_journal(args: Arguments) -> None:

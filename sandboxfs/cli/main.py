@@ -26,6 +26,7 @@ from sandboxfs.binding.syscalls import (
     probe_openat2,
     set_mmap_threshold,
 )
+from sandboxfs.cli.approvals import ask_rules
 from sandboxfs.cli.arguments import (
     EXIT_FAILED,
     EXIT_OK,
@@ -45,6 +46,7 @@ from sandboxfs.core import landlock
 from sandboxfs.core.allowlist import AllowList, Root, nest_policies
 from sandboxfs.core.policy import Policy, PolicyError
 from sandboxfs.core.watch import TEST_STALL_ENV, Stall
+from sandboxfs.fs.approval import AskRules
 from sandboxfs.fs.journals import Journals
 from sandboxfs.fs.workspaces import SessionLease
 from sandboxfs.session.access import AccessControl
@@ -171,6 +173,7 @@ def serve(args: Arguments) -> int:
     accounts = Accounts.load()
     workspaces, lease = _open_workspaces(args, roots, sidecar)
     journals = _open_journal(args, roots, workspaces)
+    ask = _ask_rules(args, roots)  # (the policy file is read before Landlock)
     # Landlock covers BASE as a whole (sessions appear after it is applied).
     confined = roots if workspaces is None else [workspaces.base.root, *roots]
     landlocked = _apply_landlock(confined, args, journals.root if journals else None)
@@ -202,6 +205,7 @@ def serve(args: Arguments) -> int:
         audit=audit,
         workspaces=workspaces,
         journals=journals,
+        ask=ask,
     )
     if sidecar is not None and listener is not None:
         server = SandboxfsServer(options, access)
@@ -243,6 +247,17 @@ def _open_workspaces(
             print(f"sandboxfs: error: {exc}", file=sys.stderr)
             raise SystemExit(EXIT_USAGE) from None
         _fail(str(exc))
+
+
+def _ask_rules(args: Arguments, roots: list[Root]) -> AskRules | None:
+    """``--ask`` and the policy file's ``ask``: the changes that need the user's yes."""
+    try:
+        return ask_rules(args, roots)
+    except PolicyError as exc:
+        print(f"sandboxfs: error: {exc}\nsee 'sandboxfs --help'", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE) from None
+    except OSError as exc:
+        _fail(f"cannot read --policy {args.policy_file}: {exc.strerror}")
 
 
 def _open_journal(

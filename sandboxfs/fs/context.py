@@ -12,6 +12,7 @@ from sandboxfs.fs.limits import Limits
 from sandboxfs.fs.revisions import RevisionCache
 
 if TYPE_CHECKING:
+    from sandboxfs.fs.approval import Gate
     from sandboxfs.fs.journaling import Recording
 
 
@@ -26,6 +27,8 @@ class FsContext:
     revisions: RevisionCache = field(default_factory=RevisionCache)
     #: The change journal's record of this call (``--journal``), or None.
     journal: Recording | None = None
+    #: Who approves changes to chosen paths (``--ask``), or None.
+    approval: Gate | None = None
 
     @property
     def watch(self) -> Watch:

@@ -42,9 +42,13 @@ def make_dirs(ctx: FsContext, path: str, *, expected: str | None = None) -> Chan
     missing = loc.rel[depth:]
     try:
         directory.check_creatable(missing)
+        journaling.before_mkdirs(ctx, directory, missing, path)
     except OSError as exc:
         directory.close()
         raise ctx.resolver.error(exc, path) from None
+    except BaseException:
+        directory.close()
+        raise
     created = [0]
     try:
         with _create_below(

@@ -37,6 +37,9 @@ from typing import Any, Final, final
 
 from sandboxfs.core.chokepoint import READ_FLAGS, Directory, ParentDir, same_file
 from sandboxfs.core.errors import SandboxError
+from sandboxfs.core.names import quote_path
+from sandboxfs.core.pathnames import join
+from sandboxfs.fs.approval import Question, Touched
 from sandboxfs.fs.context import FsContext
 from sandboxfs.fs.entries import read_entries
 from sandboxfs.fs.journalstore import JournalError, JournalStore, Stored
@@ -207,6 +210,48 @@ def where_in(ctx: FsContext, directory: Directory, name: str, path: str) -> Wher
     return Where(path, location.root.path, (*location.rel, name))
 
 
+# -- approval (--ask) ------------------------------------------------------------------------
+
+
+def shown(place: Where) -> str:
+    """A place as the user is shown it: the absolute path it resolved to."""
+    return quote_path(join((place.root.rstrip("/"), *place.rel)))
+
+
+def _approve(
+    ctx: FsContext, what: str, places: list[tuple[Where, bytes | None, bytes | None]]
+) -> None:
+    """Ask the user, if a place needs it (``--ask``): raises NotApproved for a no."""
+    gate = ctx.approval
+    if gate is None:
+        return
+    question = Question(
+        what, tuple(Touched(shown(place), before, after) for place, before, after in places)
+    )
+    gate.check([(place.root, place.rel) for place, _, _ in places], question)
+
+
+def _current_bytes(
+    ctx: FsContext, parent: ParentDir, st: os.stat_result | None, expected: str | SameBytes | None
+) -> bytes | None:
+    """What the file holds now, for the user to see what a write replaces (None: nothing
+    there, not a regular file, or over the edit limit)."""
+    if isinstance(expected, SameBytes):
+        return expected.data
+    if st is None or not stat.S_ISREG(st.st_mode) or st.st_size > ctx.limits.edit_bytes:
+        return None
+    fd = parent.open(READ_FLAGS)
+    try:
+        if not same_file(os.fstat(fd), st):
+            return None
+        chunks = []
+        while chunk := os.read(fd, 1024 * 1024):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
 # -- the hooks the operations call -------------------------------------------------------
 
 
@@ -243,9 +288,15 @@ def before_write(
     the lock was ``st``: keep what is there.  ``revision`` is ``data``'s, when the
     caller has it (being) computed already."""
     recording = ctx.journal
-    if recording is None:
+    if recording is None and ctx.approval is None:
         return None
     place = where(ctx, parent)
+    if ctx.approval is not None:
+        old = _current_bytes(ctx, parent, st, expected)
+        verb = "write" if st is not None else "create"
+        _approve(ctx, f"{verb} {shown(place)}", [(place, old, data)])
+    if recording is None:
+        return None
     if revision is None:
         revision = _revision_of(data)
     if st is None:
@@ -295,9 +346,12 @@ def wrote(ctx: FsContext, before: Before | None, new: os.stat_result | None, siz
 def before_append(ctx: FsContext, parent: ParentDir, st: os.stat_result | None) -> Before | None:
     """Before an append to ``parent``'s leaf: only its size (the append is undone by
     keeping that many bytes of what it left)."""
-    if ctx.journal is None:
+    if ctx.journal is None and ctx.approval is None:
         return None
     place = where(ctx, parent)
+    _approve(ctx, f"append to {shown(place)}", [(place, None, None)])
+    if ctx.journal is None:
+        return None
     if st is None:
         return Before(place, dict(ABSENT_STATE))
     return Before(
@@ -316,9 +370,56 @@ def appended(ctx: FsContext, before: Before | None, change: Change, created: boo
 
 
 def before_move(ctx: FsContext, src: ParentDir, dst: ParentDir) -> tuple[Where, Where] | None:
-    if ctx.journal is None:
+    if ctx.journal is None and ctx.approval is None:
         return None
-    return where(ctx, src), where(ctx, dst)
+    places = where(ctx, src), where(ctx, dst)
+    moved: list[tuple[Where, bytes | None, bytes | None]] = [(p, None, None) for p in places]
+    if ctx.approval is not None:  # what lies below a directory moves too, both ways
+        below = _names_below(ctx, src)
+        moved += [(Where(p.path, p.root, p.rel + rel), None, None) for p in places for rel in below]
+    _approve(ctx, f"move {shown(places[0])} to {shown(places[1])}", moved)
+    return places if ctx.journal is not None else None
+
+
+def _names_below(ctx: FsContext, parent: ParentDir) -> list[tuple[str, ...]]:
+    """The names of everything below ``parent``'s leaf, if it is a directory (for the
+    rules of --ask; at most the walk's entry cap, depth first)."""
+    st = parent.lstat()
+    if st is None or not stat.S_ISDIR(st.st_mode):
+        return []
+    found: list[tuple[str, ...]] = []
+
+    def visit(directory: Directory, rel: tuple[str, ...]) -> None:
+        for entry in read_entries(directory, with_stat=False):
+            if len(found) >= ctx.limits.walk_entries or len(rel) >= ctx.limits.tree_depth:
+                return
+            here = (*rel, entry.name)
+            found.append(here)
+            if entry.kind == "directory":
+                with directory.child(entry.name, parent.path) as below:
+                    visit(below, here)
+
+    with parent.dir.child(parent.leaf, parent.path) as top:
+        visit(top, ())
+    return found
+
+
+def before_copy(ctx: FsContext, dst: ParentDir) -> None:
+    """Before a copy is made at ``dst``'s leaf."""
+    if ctx.approval is not None:
+        place = where(ctx, dst)
+        _approve(ctx, f"copy a file to {shown(place)}", [(place, None, None)])
+
+
+def before_mkdirs(ctx: FsContext, directory: Directory, names: tuple[str, ...], path: str) -> None:
+    """Before ``names`` (each inside the one before) are made in ``directory``."""
+    if ctx.approval is None or not names:
+        return
+    first = where_in(ctx, directory, names[0], path)
+    places = [
+        Where(path, first.root, first.rel + names[1:depth]) for depth in range(1, len(names) + 1)
+    ]
+    _approve(ctx, f"create directory {shown(places[-1])}", [(p, None, None) for p in places])
 
 
 def moved(
@@ -440,9 +541,18 @@ def before_remove(
 ) -> Before | None:
     """Before ``parent``'s leaf (``lstat`` ``st``) is removed: keep all of it."""
     recording = ctx.journal
-    if recording is None:
+    if recording is None and ctx.approval is None:
         return None
     place = where(ctx, parent)
+    whole = recursive and stat.S_ISDIR(st.st_mode)
+    removed: list[tuple[Where, bytes | None, bytes | None]] = [(place, None, None)]
+    if whole and ctx.approval is not None:  # everything below it goes too
+        below = _names_below(ctx, parent)
+        removed += [(Where(place.path, place.root, place.rel + rel), None, None) for rel in below]
+    what = " and everything below it" if whole else ""
+    _approve(ctx, f"delete {shown(place)}{what}", removed)
+    if recording is None:
+        return None
     mode = stat.S_IMODE(st.st_mode)
     if stat.S_ISLNK(st.st_mode):
         return Before(place, {"kind": "symlink", "target": parent.readlink()})

@@ -214,6 +214,7 @@ def copy_file(
             with resolver.parent(destination) as dst:
                 if _check_destination(dst, expected_destination) is not None:
                     raise AlreadyExists(f"EEXIST: destination already exists: {destination}")
+                journaling.before_copy(ctx, dst)
                 change = copy_into(ctx, fd, src_stat, dst, progress)
                 journaling.copied(ctx, dst, change)
                 return change

@@ -42,6 +42,7 @@ from sandboxfs.binding import syscalls
 from sandboxfs.core.chokepoint import READ_FLAGS, Directory, ParentDir, same_file
 from sandboxfs.core.errors import AlreadyExists, Conflict, NotFound, SandboxError
 from sandboxfs.fs import journaling
+from sandboxfs.fs.approval import Question, Touched
 from sandboxfs.fs.context import FsContext
 from sandboxfs.fs.entries import require_regular
 from sandboxfs.fs.metadata import carry_owner_and_mode, copy_xattrs
@@ -107,6 +108,7 @@ def apply(ctx: FsContext, changes: list[FileChange]) -> int | None:
         plan = [_resolve(ctx, change, stack) for change in changes]
         _distinct(ctx, plan)
         _lock_and_check(plan, stack)
+        _approve(ctx, plan)
         for item in plan:
             _stage(item, stack)
         STEP("prepared")
@@ -249,6 +251,31 @@ def _lock_and_check(plan: list[_Planned], stack: contextlib.ExitStack) -> None:
                 f"Revision mismatch for {item.change.path}: it changed after it was read; "
                 "nothing was changed. Read it again and retry."
             )
+
+
+def _approve(ctx: FsContext, plan: list[_Planned]) -> None:
+    """One question for the whole patch, if any of its places needs approval (--ask)."""
+    gate = ctx.approval
+    if gate is None:
+        return
+    places: list[tuple[str, tuple[str, ...]]] = []
+    touched = []
+    for item in plan:
+        source = journaling.where(ctx, item.src)
+        places.append((source.root, source.rel))
+        change = item.change
+        if item.dst is not None:
+            target = journaling.where(ctx, item.dst)
+            target = journaling.Where(target.path, target.root, target.rel + item.mkdirs)
+            places.append((target.root, target.rel))
+            touched.append(Touched(journaling.shown(source), change.expected, None))
+            touched.append(Touched(journaling.shown(target), None, change.data or change.expected))
+        else:
+            if item.mkdirs:
+                source = journaling.Where(source.path, source.root, source.rel + item.mkdirs)
+                places.append((source.root, source.rel))
+            touched.append(Touched(journaling.shown(source), change.expected, change.data))
+    gate.check(places, Question(f"apply a patch to {len(plan)} files", tuple(touched)))
 
 
 def _open_to_lock(parent: ParentDir) -> int:

@@ -42,6 +42,7 @@ from sandboxfs.fs.staging import CopyProgress
 from sandboxfs.fs.walks import TreeWalk
 
 if TYPE_CHECKING:
+    from sandboxfs.fs.approval import Gate
     from sandboxfs.fs.journaling import Recording
 
 PathRole = Literal["follow", "entry"]
@@ -87,6 +88,8 @@ class Sandbox:
         "file_revision",
         "recording",
         "journal",
+        "approval",
+        "gated",
         "apply_changes",
     )
 
@@ -96,8 +99,11 @@ class Sandbox:
         limits: Limits | None = None,
         revisions: RevisionCache | None = None,
         journal: Recording | None = None,
+        approval: Gate | None = None,
     ) -> None:
-        self.ctx = FsContext(resolver, limits or Limits(), revisions or RevisionCache(), journal)
+        self.ctx = FsContext(
+            resolver, limits or Limits(), revisions or RevisionCache(), journal, approval
+        )
 
     @property
     def resolver(self) -> Resolver:
@@ -115,14 +121,24 @@ class Sandbox:
     def journal(self) -> Recording | None:
         return self.ctx.journal
 
+    @property
+    def approval(self) -> Gate | None:
+        return self.ctx.approval
+
     def with_watch(self, watch: Watch) -> Sandbox:
         """A view of this sandbox whose blocking steps report to ``watch``."""
-        return Sandbox(self.resolver.with_watch(watch), self.limits, self.revisions, self.journal)
+        resolver = self.resolver.with_watch(watch)
+        return Sandbox(resolver, self.limits, self.revisions, self.journal, self.approval)
 
     def recording(self, journal: Recording | None) -> Sandbox:
         """A view of this sandbox whose changes are captured in ``journal`` (a call's
         record for the change journal; see :mod:`sandboxfs.fs.journaling`)."""
-        return Sandbox(self.resolver, self.limits, self.revisions, journal)
+        return Sandbox(self.resolver, self.limits, self.revisions, journal, self.approval)
+
+    def gated(self, approval: Gate | None) -> Sandbox:
+        """A view of this sandbox whose changes to chosen paths need ``approval``
+        (``--ask``; see :mod:`sandboxfs.fs.approval`)."""
+        return Sandbox(self.resolver, self.limits, self.revisions, self.journal, approval)
 
     # -- reading ---------------------------------------------------------------
 

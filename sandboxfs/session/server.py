@@ -27,6 +27,7 @@ from sandboxfs.core.names import has_lone_surrogate
 from sandboxfs.core.resolver import Resolver
 from sandboxfs.core.roots import roots_from_uris
 from sandboxfs.core.watch import NO_WATCH, Stall, Watch
+from sandboxfs.fs.approval import Ask, AskRules, Gate
 from sandboxfs.fs.journaling import Recording
 from sandboxfs.fs.journals import Journals
 from sandboxfs.fs.journalstore import JournalError, JournalStore
@@ -34,12 +35,18 @@ from sandboxfs.fs.limits import Limits
 from sandboxfs.fs.revisions import RevisionCache
 from sandboxfs.fs.sandbox import Sandbox
 from sandboxfs.session.access import AccessControl, Effective
+from sandboxfs.session.approval import ApprovalRequired, Asking, ModernAsk, Sealer, legacy_ask
 from sandboxfs.session.argcheck import compile_schema
 from sandboxfs.session.auditlog import PATH_ARGUMENTS, AuditLog
 from sandboxfs.session.blocking import BlockingRunner
 from sandboxfs.session.core import SessionConfig
 from sandboxfs.session.effects import Caller
-from sandboxfs.session.jsonrpc import INVALID_PARAMS, MODERN_VERSIONS, ProtocolError
+from sandboxfs.session.jsonrpc import (
+    CLIENT_CAPABILITIES_META_KEY,
+    INVALID_PARAMS,
+    MODERN_VERSIONS,
+    ProtocolError,
+)
 from sandboxfs.session.resources import FILE_TEMPLATE, read_resource
 from sandboxfs.tools import CallContext, MediaBlock, ToolResult, ToolSpec, served_tools
 from sandboxfs.tools.accounts import Accounts
@@ -216,6 +223,8 @@ class ServerOptions:
     workspaces: WorkspaceSessions | None = None
     #: ``--journal``: where every change is recorded.
     journals: Journals | None = None
+    #: ``--ask``: the paths whose changes need the user's yes.
+    ask: AskRules | None = None
 
 
 @final
@@ -250,6 +259,8 @@ class SandboxfsServer:
         self.parses = ParseCache()
         #: The resolve flags every call of this server uses.
         self.confinement = Confinement(no_xdev=options.no_xdev)
+        #: Seals the state of a 2026-07-28 call that asks the user (--ask).
+        self.sealer = Sealer()
         #: What the journal calls this server's session when it has no workspace (stdio:
         #: one per process), or None (HTTP: every request stands alone).
         self.session_label: str | None = None
@@ -311,14 +322,21 @@ class SandboxfsServer:
         arguments: dict[str, Any],
         caller: Caller,
         progress: Progress | None = None,
+        *,
+        asking: Asking | None = None,
     ) -> WireResult:
-        """One tool call, audited.  An unknown tool raises ProtocolError."""
+        """One tool call, audited.  An unknown tool raises ProtocolError.  ``asking``:
+        how the call may ask the user to approve a change (``--ask``)."""
         started = time.monotonic()
         spec = self.by_name.get(name)
         if spec is None:
             self._audit(name, arguments, caller, started, error="EINVAL")
             raise ProtocolError(INVALID_PARAMS, f"Unknown tool: {name}")
-        result = await self._run_tool(spec, arguments, caller, progress)
+        try:
+            result = await self._run_tool(spec, arguments, caller, progress, asking)
+        except ApprovalRequired as required:  # 2026-07-28: the client asks, then retries
+            self._audit(name, arguments, caller, started, error=None)
+            return required.result
         failed = bool(result["isError"])
         structured = result.get("structuredContent")
         error = structured.get("error") if failed and isinstance(structured, dict) else None
@@ -363,6 +381,7 @@ class SandboxfsServer:
         arguments: dict[str, Any],
         caller: Caller,
         progress: Progress | None,
+        asking: Asking | None = None,
     ) -> WireResult:
         if not self.arguments_ok[spec.name](arguments):
             details = _argument_problems(self.schemas[spec.name], arguments)
@@ -387,12 +406,14 @@ class SandboxfsServer:
         notes = self.access.notes if caller.protocol_version not in MODERN_VERSIONS else ()
         notes += self.access.policy_notes  # what each directory's policy allows, in every era
 
+        gate = self.gate(spec, arguments, caller, asking)
+
         def work(watch: Watch) -> ToolResult:
             extra: dict[str, Any] = {"progress": progress} if progress is not None else {}
             journal = self.journal_store() if spec.touches_filesystem else None
             recording = self.recording(journal, spec, arguments, caller)
             context = CallContext(
-                sandbox=sandbox.with_watch(watch).recording(recording),
+                sandbox=sandbox.with_watch(watch).recording(recording).gated(gate),
                 limits=self.options.limits,
                 allowed=allowed,
                 notes=notes,
@@ -417,6 +438,33 @@ class SandboxfsServer:
             log.error("the change journal cannot be used: %s", exc)
             return error_result(f"The change journal cannot be used: {exc}", "EIO")
         return to_wire(result)
+
+    # -- approval for chosen paths (--ask) ---------------------------------------------------
+
+    def gate(
+        self, spec: ToolSpec, arguments: dict[str, Any], caller: Caller, asking: Asking | None
+    ) -> Gate | None:
+        """How a changing call gets the user's yes for paths that need it, or None."""
+        rules = self.options.ask
+        if rules is None or not rules.active or spec.annotations.read_only:
+            return None
+        if caller.protocol_version in MODERN_VERSIONS:
+            params = asking.params if asking is not None else {}
+            meta = params.get("_meta")
+            caps = meta.get(CLIENT_CAPABILITIES_META_KEY) if isinstance(meta, dict) else None
+            ask: Ask = ModernAsk(
+                spec.name,
+                arguments,
+                self.sealer,
+                can_elicit=isinstance(caps, dict) and isinstance(caps.get("elicitation"), dict),
+                state=params.get("requestState"),
+                responses=params.get("inputResponses"),
+            )
+        else:
+            elicit = asking.elicit if asking is not None else None
+            token = asking.token if asking is not None else trio.lowlevel.current_trio_token()
+            ask = legacy_ask(spec.name, elicit, token)
+        return Gate(rules, ask)
 
     # -- the change journal ------------------------------------------------------------------
 

@@ -1,0 +1,103 @@
+"""Approval for chosen paths (``--ask PATTERN``): a change there needs the user's yes.
+
+A :class:`Gate` is consulted by every changing operation at the point where it
+holds the entry it will change (the same points the change journal captures
+at, :mod:`sandboxfs.fs.journaling`), before anything changes: with the place's
+canonical location (so no symlink or other name of a path escapes its rule),
+what the change is, and the bytes before and after.  When a place matches an
+``ask`` pattern, the gate's ``ask`` (given by the session: it asks the client's
+user through MCP elicitation) must return; it raises :class:`NotApproved` for a
+no, no answer, or a client that cannot ask, and the change is not made.
+
+Patterns are the policy's (:mod:`sandboxfs.core.policy`): globs relative to the
+allowed directory, a name without ``/`` matching at any depth, a directory
+matching everything below it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import final
+
+from sandboxfs.core.errors import SandboxError
+from sandboxfs.core.policy import Policy
+
+
+class NotApproved(SandboxError):
+    """The user did not approve a change (or could not be asked); nothing was changed."""
+
+    default_code = "EACCES"
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Touched:
+    """One place a change touches, as the user is shown it: its path, and its bytes
+    before and after (None: not a file's content, or not there)."""
+
+    path: str
+    before: bytes | None = None
+    after: bytes | None = None
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Question:
+    """What the user is asked to approve: the change in words, and the places."""
+
+    what: str
+    places: tuple[Touched, ...]
+
+    def digest(self) -> str:
+        """Names this exact change (its words, paths and bytes): an approval given for
+        it is for nothing else."""
+        h = hashlib.sha256(self.what.encode("utf-8", "surrogateescape"))
+        for place in self.places:
+            h.update(b"\0" + place.path.encode("utf-8", "surrogateescape"))
+            for side in (place.before, place.after):
+                h.update(b"\0-" if side is None else b"\0" + hashlib.sha256(side).digest())
+        return h.hexdigest()
+
+
+Ask = Callable[[Question], None]
+
+
+@final
+class AskRules:
+    """Which places need approval: patterns for every allowed directory, and more for
+    some of them (by real path)."""
+
+    def __init__(
+        self, everywhere: tuple[str, ...] = (), per_directory: Mapping[str, tuple[str, ...]] = {}
+    ) -> None:
+        self.everywhere = everywhere
+        self.per_directory = dict(per_directory)
+        self._all = Policy(protect=everywhere)
+        self._per = {
+            path: Policy(protect=(*everywhere, *patterns))
+            for path, patterns in self.per_directory.items()
+        }
+
+    @property
+    def active(self) -> bool:
+        return bool(self.everywhere or any(self.per_directory.values()))
+
+    def matches(self, root: str, rel: tuple[str, ...]) -> bool:
+        return (self._per.get(root) or self._all).verdict(rel).protected
+
+
+@final
+@dataclass(frozen=True)
+class Gate:
+    """The rules, and how to ask (one call's: the session's way of asking)."""
+
+    rules: AskRules
+    ask: Ask
+
+    def check(self, places: list[tuple[str, tuple[str, ...]]], question: Question) -> None:
+        """Ask about ``question`` if any of ``places`` (real root path, canonical names)
+        needs approval; raise NotApproved unless the user says yes."""
+        if any(self.rules.matches(root, rel) for root, rel in places):
+            self.ask(question)
