@@ -368,7 +368,7 @@ def _journal_tree(t: Tree) -> JournalStore:
 def _journal_object(t: Tree) -> str:
     store = _journal_tree(t)
     digest = next(iter(store.index()[0].objects))
-    return f"{store.path}/objects/{digest[:2]}/{digest}"
+    return f"{store.path}/objects/{digest}"
 
 
 JOURNAL_CASES: dict[str, Setup] = {

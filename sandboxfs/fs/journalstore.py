@@ -5,7 +5,7 @@ outside every allowed directory, opened once at startup)::
 
     sandboxfs-journal          marker: what this directory is (never overwritten)
     lock                       flock: one writer at a time, across processes
-    objects/ab/abcdef...       content before a change, named by its SHA-256 (0600)
+    objects/abcdef...          content before a change, named by its SHA-256 (0600)
     entries/000000000042.json  one record per change (JSON), in id order
 
 Every name is opened through the chokepoint beneath the journal's descriptor
@@ -409,13 +409,12 @@ class JournalStore:
                 del self._pins[digest]
 
     def _object_dir(self, digest: str) -> Directory:
-        prefix = digest[:2]
-        try:
-            return self._dir((OBJECTS, prefix))
-        except FileNotFoundError:
-            with self._dir((OBJECTS,)) as objects, contextlib.suppress(FileExistsError):
-                objects.mkdir(prefix, DIR_MODE)
-            return self._dir((OBJECTS, prefix))
+        """The objects' directory (one, flat: a kept file is linked where it was written,
+        never across directories, which Landlock can refuse a process started inside
+        another domain, such as a tenant's worker)."""
+        if len(digest) != 64 or not all(c in "0123456789abcdef" for c in digest):
+            raise ValueError(f"not an object name: {digest[:80]!r}")
+        return self._dir((OBJECTS,))
 
     def has(self, digest: str) -> bool:
         with self._object_dir(digest) as directory:
@@ -494,21 +493,14 @@ class JournalStore:
         (older than the grace period), held: the lock."""
         now = time.time()
         with self._dir((OBJECTS,), readable=True) as objects:
-            prefixes, _ = objects.entries()
-            for prefix in prefixes:
-                try:
-                    below = objects.child(prefix, prefix)
-                except OSError:
+            names, _ = objects.entries()
+            for name in names:
+                if name in self._refs or self._pins.get(name, 0) > 0:
                     continue
-                with below:
-                    names, _ = below.entries()
-                    for name in names:
-                        if name in self._refs or self._pins.get(name, 0) > 0:
-                            continue
-                        st = below.lstat(name)
-                        if st is not None and now - st.st_mtime > ORPHAN_GRACE_SECONDS:
-                            with contextlib.suppress(FileNotFoundError):
-                                below.unlink(name)
+                st = objects.lstat(name)
+                if st is not None and now - st.st_mtime > ORPHAN_GRACE_SECONDS:
+                    with contextlib.suppress(FileNotFoundError):
+                        objects.unlink(name)
 
     # -- records -----------------------------------------------------------------------
 

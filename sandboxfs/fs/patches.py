@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import os
 import secrets
 import stat
@@ -343,12 +344,30 @@ def _commit(item: _Planned) -> None:
         item.staged.name = None
         item.done.append("written")
     elif change.to is not None:
-        item.src.rename_to(target, syscalls.RENAME_NOREPLACE)
-        item.done.append("moved")
-        return
+        try:
+            item.src.rename_to(target, syscalls.RENAME_NOREPLACE)
+            item.done.append("moved")
+            return
+        except OSError as exc:
+            if exc.errno != errno.EXDEV:
+                raise
+            _copy_across(item)  # another filesystem, or a Landlock domain that forbids it
     if change.data is None or change.to is not None:
         item.src.unlink()
         item.done.append("removed")
+
+
+def _copy_across(item: _Planned) -> None:
+    """A move a rename cannot make: the bytes written at the destination (the source is
+    removed after)."""
+    target = item.target
+    staged = StagedFile(target.dir, target.leaf)
+    try:
+        _fill(staged.fd, item.change.expected or b"", item)
+        staged.publish_new(target.leaf)
+    finally:
+        staged.close()
+    item.done.append("written")
 
 
 @contextlib.contextmanager
