@@ -605,6 +605,56 @@ def w_write_unique(conn: Conn, ctx: Ctx) -> Measure:
     return Measure(per * 1e3)
 
 
+PATCH_FILES = 50
+
+
+def restore_patch_files(ctx: Ctx) -> None:
+    """scratch/patch/f00.py .. f49.py: 200 lines each, one marker line in the middle."""
+    where = ctx.root / "scratch" / "patch"
+    shutil.rmtree(where, ignore_errors=True)
+    where.mkdir(parents=True)
+    for n in range(PATCH_FILES):
+        lines = [f"line {i} of file {n}: {'x' * 60}\n" for i in range(200)]
+        lines[100] = f"{EDIT_OLD}\n"
+        (where / f"f{n:02d}.py").write_text("".join(lines))
+
+
+def _patch_text(old: str, new: str) -> str:
+    """A git-style diff changing the marker line of every file of scratch/patch."""
+    parts = []
+    for n in range(PATCH_FILES):
+        name = f"scratch/patch/f{n:02d}.py"
+        context = [f" line {i} of file {n}: {'x' * 60}" for i in (98, 99)]
+        after = [f" line {i} of file {n}: {'x' * 60}" for i in (101, 102)]
+        parts += [
+            f"diff --git a/{name} b/{name}",
+            f"--- a/{name}",
+            f"+++ b/{name}",
+            "@@ -99,5 +99,5 @@",
+            *context,
+            f"-{old}",
+            f"+{new}",
+            *after,
+        ]
+    return "\n".join(parts) + "\n"
+
+
+def w_patch(conn: Conn, ctx: Ctx) -> Measure:
+    """apply_patch of one hunk in each of 50 files, back and forth (an even number of
+    calls leaves the files as they were)."""
+    forth, back = _patch_text(EDIT_OLD, EDIT_NEW), _patch_text(EDIT_NEW, EDIT_OLD)
+
+    def make(i: int) -> tuple[str, dict[str, Any]]:
+        return "apply_patch", {"patch": forth if i % 2 == 0 else back}
+
+    def verify(r: dict[str, Any]) -> None:
+        _expect(conn.label, not r.get("isError"), f"apply_patch failed: {result_text(r)[:200]}")
+
+    timed_calls(conn, 1, make, verify, warmup=0)  # the first call, checked
+    per = timed_calls(conn, ctx.n_heavy + ctx.n_heavy % 2, lambda i: make(i + 1), warmup=0)
+    return Measure(per * 1e3)
+
+
 def w_edit(conn: Conn, ctx: Ctx) -> Measure:
     """One replacement per call, alternating OLD->NEW and NEW->OLD (same size each time);
     an even number of calls leaves the file as it was."""
@@ -900,6 +950,25 @@ WORKLOADS: list[Workload] = [
         "ms",
         w_write_unique,
         sfs_only=True,
+        journal=True,
+    ),
+    Workload(
+        "patch_50",
+        f"apply_patch, {PATCH_FILES} files",
+        "ms",
+        w_patch,
+        tool="apply_patch",
+        sfs_only=True,
+        before=restore_patch_files,
+    ),
+    Workload(
+        "patch_50_j",
+        f"apply_patch, {PATCH_FILES} files, --journal",
+        "ms",
+        w_patch,
+        tool="apply_patch",
+        sfs_only=True,
+        before=restore_patch_files,
         journal=True,
     ),
     Workload(

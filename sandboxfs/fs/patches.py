@@ -48,7 +48,7 @@ from sandboxfs.fs.context import FsContext
 from sandboxfs.fs.entries import require_regular
 from sandboxfs.fs.metadata import carry_owner_and_mode, copy_xattrs
 from sandboxfs.fs.revisions import content_revision, exclusive_lock, holds_exactly
-from sandboxfs.fs.staging import StagedFile, write_all
+from sandboxfs.fs.staging import StagedFile, open_for_sync, sync_and_close, write_all
 
 JSON = dict[str, Any]
 
@@ -131,6 +131,7 @@ def apply(ctx: FsContext, changes: list[FileChange]) -> int | None:
             if isinstance(exc, SandboxError | OSError):
                 raise _failed(ctx, exc, item, problems) from None
             raise
+        _flush_directories(plan)
         intent.end("done")
         STEP("finished")
         return intent.entry
@@ -355,6 +356,21 @@ def _commit(item: _Planned) -> None:
     if change.data is None or change.to is not None:
         item.src.unlink()
         item.done.append("removed")
+
+
+def _flush_directories(plan: list[_Planned]) -> None:
+    """Each directory the patch changed, flushed to disk once (a failure there is
+    logged: the changes are made)."""
+    seen: set[tuple[int, int]] = set()
+    for item in plan:
+        for parent in (item.src, item.dst):
+            if parent is None:
+                continue
+            st = parent.dir.stat()
+            if (st.st_dev, st.st_ino) in seen:
+                continue
+            seen.add((st.st_dev, st.st_ino))
+            sync_and_close(open_for_sync(parent.dir))
 
 
 def _copy_across(item: _Planned) -> None:
