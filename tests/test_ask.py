@@ -274,3 +274,43 @@ def test_the_policy_file_key_and_bad_patterns(tree: Tree) -> None:
         env=server_env(),
     )
     assert read_only.returncode == 2
+
+
+def test_the_gate_judges_every_change_at_its_canonical_place(tmp_path: Path) -> None:
+    """In process: a rule names a directory; every changing operation of the façade,
+    reaching it through a symlink or an alias, is asked about (and refused)."""
+    from sandboxfs.core.allowlist import AllowList, Root  # noqa: PLC0415
+    from sandboxfs.core.errors import SandboxError  # noqa: PLC0415
+    from sandboxfs.core.resolver import Resolver  # noqa: PLC0415
+    from sandboxfs.fs.approval import AskRules, Gate, NotApproved, Question  # noqa: PLC0415
+    from sandboxfs.fs.patches import FileChange  # noqa: PLC0415
+    from sandboxfs.fs.sandbox import Sandbox  # noqa: PLC0415
+
+    root = tmp_path / "root"
+    (root / "guarded").mkdir(parents=True)
+    (root / "guarded" / "f.txt").write_text("f\n")
+    (root / "way").symlink_to("guarded")
+    asked: list[Question] = []
+
+    def no(question: Question) -> None:
+        asked.append(question)
+        raise NotApproved("no")
+
+    gate = Gate(AskRules(("guarded",)), no)
+    sandbox = Sandbox(Resolver(AllowList.of([Root.open(str(root))]))).gated(gate)
+    attempts = [
+        lambda: sandbox.replace_file("way/f.txt", b"x"),
+        lambda: sandbox.append_file("way/f.txt", b"x"),
+        lambda: sandbox.create_file("way/new.txt", b"x"),
+        lambda: sandbox.make_dirs("way/d/e"),
+        lambda: sandbox.rename("way/f.txt", "moved.txt"),
+        lambda: sandbox.copy_file("way/f.txt", "way/copy.txt"),
+        lambda: sandbox.remove("way/f.txt"),
+        lambda: sandbox.apply_changes([FileChange("way/f.txt", b"f\n", b"x")]),
+    ]
+    for attempt in attempts:
+        with pytest.raises(SandboxError, match="no"):
+            attempt()
+    assert len(asked) == len(attempts)
+    assert all(str(root / "guarded") in q.places[0].path for q in asked)
+    assert (root / "guarded" / "f.txt").read_text() == "f\n"
