@@ -159,24 +159,23 @@ def _patch_without_rollback() -> None:
 
 def _patch_without_intent() -> None:
     """apply_patch writes no intent first: a crash mid-patch is not recovered."""
-    from sandboxfs.fs import patches  # noqa: PLC0415
+    from sandboxfs.fs import patchintent  # noqa: PLC0415
 
-    begin = patches._Intent.begin.__func__  # type: ignore[attr-defined]
+    begin = patchintent.Intent.begin.__func__  # type: ignore[attr-defined]
 
     def no_intent(cls, ctx, plan):  # type: ignore[no-untyped-def]
-        intent = begin(cls, ctx.__class__(ctx.resolver, ctx.limits, ctx.revisions), plan)
-        return intent
+        return begin(cls, ctx.__class__(ctx.resolver, ctx.limits, ctx.revisions), plan)
 
-    patches._Intent.begin = classmethod(no_intent)  # type: ignore[assignment]
+    patchintent.Intent.begin = classmethod(no_intent)  # type: ignore[assignment]
 
 
 def _ask_judges_the_name_given() -> None:
     """--ask judges the place as resolved through its name, symlinks and all."""
-    from sandboxfs.fs import journaling  # noqa: PLC0415
+    from sandboxfs.fs import journaling, recording  # noqa: PLC0415
 
     def as_named(ctx, parent):  # type: ignore[no-untyped-def]
         location = parent.dir.location
-        return journaling.Where(parent.path, location.root.path, (*location.rel, parent.leaf))
+        return recording.Where(parent.path, location.root.path, (*location.rel, parent.leaf))
 
     journaling.where = as_named  # type: ignore[assignment]
 

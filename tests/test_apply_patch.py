@@ -21,10 +21,11 @@ from sandboxfs.core.allowlist import AllowList, Root
 from sandboxfs.core.errors import SandboxError
 from sandboxfs.core.policy import Policy
 from sandboxfs.core.resolver import Resolver
-from sandboxfs.fs import patches, undoing
-from sandboxfs.fs.journaling import Recording
+from sandboxfs.fs import patches
 from sandboxfs.fs.journalstore import JournalStore
 from sandboxfs.fs.limits import Limits
+from sandboxfs.fs.recording import Recording
+from sandboxfs.fs.recovery import recover
 from sandboxfs.fs.sandbox import Sandbox
 from sandboxfs.tools import CallContext
 from sandboxfs.tools.journaltools import undo_changes
@@ -355,7 +356,7 @@ def test_a_crash_at_every_step_leaves_all_old_or_all_new(tmp_path: Path) -> None
         crashed = os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
         # the restart: the journal is opened again and what was in progress taken back
         restarted = Patcher(case)
-        undoing.recover(restarted.sandbox.ctx, restarted.store)
+        recover(restarted.sandbox.ctx, restarted.store)
         now = content(root)
         new = {**{k: v for k, v in old.items() if k not in ("b.txt", "c.txt", "d.txt")}}
         new.update(AFTER)

@@ -24,9 +24,9 @@ from sandboxfs.core.allowlist import AllowList, Root
 from sandboxfs.core.errors import AccessDenied, SandboxError
 from sandboxfs.core.resolver import Resolver
 from sandboxfs.fs.files import OpenFile
-from sandboxfs.fs.journaling import Recording
 from sandboxfs.fs.journalstore import JournalStore
 from sandboxfs.fs.patches import FileChange
+from sandboxfs.fs.recording import Recording
 from sandboxfs.fs.sandbox import ENTRY, FOLLOW, Sandbox
 from sandboxfs.fs.walks import TreeWalk
 

@@ -21,9 +21,11 @@ from sandboxfs.core.allowlist import AllowList, Root
 from sandboxfs.core.errors import SandboxError
 from sandboxfs.core.resolver import Resolver
 from sandboxfs.fs import undoing
-from sandboxfs.fs.journaling import Recording
-from sandboxfs.fs.journalstore import JournalError, JournalStore
+from sandboxfs.fs.journalobjects import JournalError
+from sandboxfs.fs.journalplaces import UndoRefused
+from sandboxfs.fs.journalstore import JournalStore
 from sandboxfs.fs.limits import Limits
+from sandboxfs.fs.recording import Recording
 from sandboxfs.fs.sandbox import Sandbox
 
 Snapshot = dict[str, tuple[Any, ...]]
@@ -136,7 +138,7 @@ def test_undo_refuses_naming_the_file_when_it_changed_since(journaled: Journaled
     entry = journaled.call(_write("a.txt", b"agent\n"))
     assert entry is not None
     (journaled.root / "a.txt").write_bytes(b"someone else\n")
-    with pytest.raises(undoing.UndoRefused, match=r"a\.txt changed since"):
+    with pytest.raises(UndoRefused, match=r"a\.txt changed since"):
         journaled.undo(entry)
     assert (journaled.root / "a.txt").read_bytes() == b"someone else\n"
     assert journaled.store.undone() == {}
@@ -151,7 +153,7 @@ def test_undo_of_several_entries_is_checked_whole_before_anything_changes(
     assert first is not None and second is not None
     (journaled.root / "a.txt").write_bytes(b"changed\n")
     before = snapshot(journaled.root)
-    with pytest.raises(undoing.UndoRefused, match=r"a\.txt"):
+    with pytest.raises(UndoRefused, match=r"a\.txt"):
         journaled.undo(first, second)
     assert snapshot(journaled.root) == before  # b.txt was not removed either
 
@@ -192,7 +194,7 @@ def test_a_change_too_big_to_keep_says_so_and_still_happens(tmp_path: Path) -> N
     assert record is not None
     before = record["steps"][0]["before"]
     assert before["object"] is None and "not kept" in before["note"]
-    with pytest.raises(undoing.UndoRefused, match="not kept"):
+    with pytest.raises(UndoRefused, match="not kept"):
         journaled.undo(entry)
 
 

@@ -33,16 +33,16 @@ from sandboxfs.core.errors import SandboxError
 from sandboxfs.core.pathnames import normalize_absolute, relative_to
 from sandboxfs.core.resolver import Resolver
 from sandboxfs.fs import undoing
-from sandboxfs.fs.journaling import Recording
+from sandboxfs.fs.journalobjects import JournalError
 from sandboxfs.fs.journals import Journals
 from sandboxfs.fs.journalstore import (
     DEFAULT_KEEP_SECONDS,
     DEFAULT_MAX_BYTES,
     MARKER,
     SESSIONS,
-    JournalError,
     JournalStore,
 )
+from sandboxfs.fs.recording import Recording
 from sandboxfs.fs.sandbox import Sandbox
 from sandboxfs.fs.workspaces import SessionLease, parse_age
 from sandboxfs.tools import changes

@@ -13,7 +13,7 @@ from sandboxfs.fs.revisions import RevisionCache
 
 if TYPE_CHECKING:
     from sandboxfs.fs.approval import Gate
-    from sandboxfs.fs.journaling import Recording
+    from sandboxfs.fs.recording import Recording
 
 
 @final

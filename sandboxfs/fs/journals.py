@@ -18,14 +18,14 @@ from typing import Final, final
 from sandboxfs.core.allowlist import Root
 from sandboxfs.core.chokepoint import Confinement, Directory, Location
 from sandboxfs.fs.context import FsContext
+from sandboxfs.fs.journalobjects import DIR_MODE
 from sandboxfs.fs.journalstore import (
     DEFAULT_KEEP_SECONDS,
     DEFAULT_MAX_BYTES,
-    DIR_MODE,
     SESSIONS,
     JournalStore,
 )
-from sandboxfs.fs.undoing import recover
+from sandboxfs.fs.recovery import recover
 from sandboxfs.fs.workspaces import check_name
 
 #: Journals of sessions kept open at once (each holds a lock file's descriptor).

@@ -34,22 +34,37 @@ named.
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
-import hashlib
 import json
 import os
-import stat
 import threading
 import time
 import weakref
 from collections import Counter
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
 from typing import Any, Final, final
 
 from sandboxfs.core.allowlist import Root
 from sandboxfs.core.chokepoint import LIST_FLAGS, READ_FLAGS, Confinement, Directory, Location
+from sandboxfs.fs.journalobjects import (
+    DIR_MODE,
+    FILE_MODE,
+    JournalError,
+    Objects,
+    Stored,
+    read_all,
+    sync_directory,
+    write_all,
+    write_new,
+)
+from sandboxfs.fs.journalrecords import (
+    Indexed,
+    encode_record,
+    entry_id_of,
+    entry_name,
+    indexed,
+    undone_by,
+)
 
 JSON = dict[str, Any]
 
@@ -61,100 +76,11 @@ OBJECTS: Final = "objects"
 ENTRIES: Final = "entries"
 #: With --workspaces: one journal per session, below this directory.
 SESSIONS: Final = "sessions"
-#: Files and directories of the journal: private to the server's user.
-FILE_MODE: Final = 0o600
-DIR_MODE: Final = 0o700
 #: How long the lock is waited for before a writer gives up.
 LOCK_WAIT_SECONDS: Final = 30.0
-#: Unreferenced objects younger than this may belong to a call in flight elsewhere.
-ORPHAN_GRACE_SECONDS: Final = 600.0
 #: Default bounds (``--journal-max-bytes``, ``--journal-keep``).
 DEFAULT_MAX_BYTES: Final = 1024 * 1024 * 1024
 DEFAULT_KEEP_SECONDS: Final = 30 * 86400.0
-_CHUNK: Final = 1024 * 1024
-
-
-class JournalError(Exception):
-    """The journal cannot be used (damaged, locked too long, not a journal)."""
-
-
-@final
-@dataclass(frozen=True, slots=True)
-class Stored:
-    """An object in the store: its SHA-256 (hex) and size."""
-
-    digest: str
-    size: int
-
-
-@final
-@dataclass(slots=True)
-class Indexed:
-    """What the store keeps in memory of one record."""
-
-    id: int
-    time: float
-    state: str
-    #: Bytes of the record itself.
-    size: int
-    #: Objects it references, with their sizes.
-    objects: dict[str, int]
-    undoes: tuple[int, ...] = ()
-    session: str | None = None
-    client: str | None = None
-    tool: str = ""
-    paths: tuple[str, ...] = field(default_factory=tuple)
-
-
-def entry_name(entry_id: int) -> str:
-    return f"{entry_id:012d}.json"
-
-
-def _entry_id(name: str) -> int | None:
-    stem, dot, suffix = name.partition(".")
-    if dot and suffix == "json" and len(stem) == 12 and stem.isdigit():
-        return int(stem)
-    return None
-
-
-def referenced_objects(record: JSON) -> dict[str, int]:
-    """Every object a record names (``object`` keys at any depth), with its size."""
-    found: dict[str, int] = {}
-
-    def visit(value: Any) -> None:
-        if isinstance(value, dict):
-            digest = value.get("object")
-            if isinstance(digest, str):
-                found[digest] = int(value.get("size") or 0)
-            for inner in value.values():
-                visit(inner)
-        elif isinstance(value, list):
-            for inner in value:
-                visit(inner)
-
-    visit(record.get("steps", []))
-    return found
-
-
-def _indexed(record: JSON, size: int) -> Indexed:
-    return Indexed(
-        id=int(record["id"]),
-        time=float(record.get("time", 0.0)),
-        state=str(record.get("state", "done")),
-        size=size,
-        objects=referenced_objects(record),
-        undoes=tuple(int(i) for i in record.get("undoes", ())),
-        session=record.get("session"),
-        client=record.get("client"),
-        tool=str(record.get("tool", "")),
-        paths=tuple(str(p) for p in record.get("paths", ())),
-    )
-
-
-def encode_record(record: JSON) -> bytes:
-    """A record as stored: JSON, ASCII only (names that are not UTF-8 survive as
-    ``\\udcXX`` escapes, which :func:`json.loads` gives back exactly)."""
-    return (json.dumps(record, ensure_ascii=True, sort_keys=True) + "\n").encode("ascii")
 
 
 @final
@@ -188,11 +114,11 @@ class JournalStore:
         self._sizes: dict[str, int] = {}
         #: Bytes of the records and of the objects they reference (see usage()).
         self._total = 0
-        self._pins: Counter[str] = Counter()
+        self.objects = Objects(self._dir)
         self._seen: tuple[int, int] | None = None
         self._layout(create=create)
         with self.locked():
-            self._collect_orphans()
+            self.objects.collect_orphans(self._refs)
 
     # -- layout ------------------------------------------------------------------------
 
@@ -218,7 +144,7 @@ class JournalStore:
                         f"{self.root.given} is not empty and holds no sandboxfs journal: "
                         "give an empty or new directory"
                     )
-                self._write_new(top, MARKER, MARKER_TEXT)
+                write_new(top, MARKER, MARKER_TEXT)
             for name in (OBJECTS, ENTRIES):
                 with contextlib.suppress(FileExistsError):
                     top.mkdir(name, DIR_MODE)
@@ -287,7 +213,7 @@ class JournalStore:
             if seen == self._seen:
                 return
             names, _ = entries.entries()
-            present = {i for i in map(_entry_id, names) if i is not None}
+            present = {i for i in map(entry_id_of, names) if i is not None}
             for gone in set(self._index) - present:
                 self._forget(gone)
             for entry_id in sorted(present):
@@ -299,7 +225,7 @@ class JournalStore:
                     continue
                 if known is not None:
                     self._forget(entry_id)
-                self._remember(_indexed(record, size))
+                self._remember(indexed(record, size))
             self._seen = self._entries_stat(entries)
 
     def _load(self, entries: Directory, entry_id: int) -> tuple[JSON | None, int]:
@@ -308,7 +234,7 @@ class JournalStore:
         except FileNotFoundError:
             return None, 0
         try:
-            data = _read_all(fd)
+            data = read_all(fd)
         finally:
             os.close(fd)
         try:
@@ -354,29 +280,9 @@ class JournalStore:
             return sorted(self._index.values(), key=lambda i: i.id, reverse=True)
 
     def undone(self) -> dict[int, int]:
-        """Which records are undone, and by which record: a record is undone by an undo
-        that is not itself undone."""
+        """Which records are undone, and by which record (see :func:`undone_by`)."""
         with self.locked():
-            items = dict(self._index)
-        memo: dict[int, bool] = {}
-
-        def live(entry_id: int, depth: int = 0) -> bool:
-            if entry_id in memo:
-                return memo[entry_id]
-            result = depth > 64 or not any(
-                entry_id in other.undoes and live(other.id, depth + 1)
-                for other in items.values()
-                if other.state == "done" and other.id > entry_id
-            )
-            memo[entry_id] = result
-            return result
-
-        found: dict[int, int] = {}
-        for item in sorted(items.values(), key=lambda i: i.id):
-            if item.state == "done" and item.undoes and live(item.id):
-                for target in item.undoes:
-                    found[target] = item.id
-        return found
+            return undone_by(list(self._index.values()))
 
     def record(self, entry_id: int) -> JSON | None:
         """The whole record ``entry_id``, or None if it is gone (or damaged)."""
@@ -385,122 +291,26 @@ class JournalStore:
 
     # -- objects -----------------------------------------------------------------------
 
-    @contextlib.contextmanager
-    def pinned(self, digests: Iterable[str]) -> Iterator[None]:
-        """Keep these objects while a call that references them is under way."""
-        held = list(digests)
-        with self._thread_lock:
-            self._pins.update(held)
-        try:
-            yield
-        finally:
-            with self._thread_lock:
-                self._pins.subtract(held)
-                self._pins += Counter()  # drop the zeros
-
     def pin(self, digest: str) -> None:
-        with self._thread_lock:
-            self._pins[digest] += 1
+        self.objects.pin(digest)
 
     def unpin(self, digest: str) -> None:
-        with self._thread_lock:
-            self._pins[digest] -= 1
-            if self._pins[digest] <= 0:
-                del self._pins[digest]
-
-    def _object_dir(self, digest: str) -> Directory:
-        """The objects' directory (one, flat: a kept file is linked where it was written,
-        never across directories, which Landlock can refuse a process started inside
-        another domain, such as a tenant's worker)."""
-        if len(digest) != 64 or not all(c in "0123456789abcdef" for c in digest):
-            raise ValueError(f"not an object name: {digest[:80]!r}")
-        return self._dir((OBJECTS,))
+        self.objects.unpin(digest)
 
     def has(self, digest: str) -> bool:
-        with self._object_dir(digest) as directory:
-            return directory.lstat(digest) is not None
+        return self.objects.has(digest)
 
     def put_bytes(self, data: bytes, digest: str | None = None) -> Stored:
-        """Keep ``data`` (``digest``: its SHA-256 in hex, if known).  The caller pins it
-        until a record references it."""
-        digest = digest or hashlib.sha256(data).hexdigest()
-        self.pin(digest)
-        try:
-            with self._object_dir(digest) as directory:
-                if directory.lstat(digest) is None:
-                    with contextlib.suppress(FileExistsError):
-                        self._write_new(directory, digest, data, sync=False)
-        except BaseException:
-            self.unpin(digest)
-            raise
-        return Stored(digest, len(data))
+        """Keep ``data`` (see :meth:`Objects.put_bytes`)."""
+        return self.objects.put_bytes(data, digest)
 
     def put_stream(self, fd: int, size: int) -> Stored:
-        """Keep the first ``size`` bytes of the open file ``fd`` (read with ``pread``),
-        hashing as they are copied; pinned like :meth:`put_bytes`.  Raises
-        JournalError if the file did not hold ``size`` bytes."""
-        digest = hashlib.sha256()
-        with self._dir((OBJECTS,)) as objects:
-            out = objects.tmpfile(mode=FILE_MODE)
-            try:
-                done = 0
-                while done < size:
-                    chunk = os.pread(fd, min(_CHUNK, size - done), done)
-                    if not chunk:
-                        raise JournalError("the file shrank while it was kept")
-                    digest.update(chunk)
-                    _write_all(out, chunk)
-                    done += len(chunk)
-                name = digest.hexdigest()
-                self.pin(name)
-                try:
-                    with self._object_dir(name) as directory:
-                        if directory.lstat(name) is None:
-                            with contextlib.suppress(FileExistsError):
-                                directory.link(out, name)
-                except BaseException:
-                    self.unpin(name)
-                    raise
-            finally:
-                os.close(out)
-        return Stored(name, size)
+        """Keep the first ``size`` bytes of ``fd`` (see :meth:`Objects.put_stream`)."""
+        return self.objects.put_stream(fd, size)
 
     def read_object(self, digest: str) -> bytes:
-        """An object's bytes, checked against its name.  Raises JournalError if it is
-        missing or damaged."""
-        try:
-            with self._object_dir(digest) as directory:
-                fd = directory.open(digest, READ_FLAGS)
-        except (FileNotFoundError, ValueError):
-            raise JournalError(f"the journal's copy {digest[:12]} is missing") from None
-        try:
-            data = _read_all(fd)
-        finally:
-            os.close(fd)
-        if hashlib.sha256(data).hexdigest() != digest:
-            raise JournalError(f"the journal's copy {digest[:12]} is damaged")
-        return data
-
-    def _remove_objects(self, digests: Iterable[str]) -> None:
-        for digest in digests:
-            if self._pins.get(digest, 0) > 0:
-                continue
-            with contextlib.suppress(FileNotFoundError, ValueError), self._object_dir(digest) as d:
-                d.unlink(digest)
-
-    def _collect_orphans(self) -> None:
-        """Remove objects no record references and no call could still be writing
-        (older than the grace period), held: the lock."""
-        now = time.time()
-        with self._dir((OBJECTS,), readable=True) as objects:
-            names, _ = objects.entries()
-            for name in names:
-                if name in self._refs or self._pins.get(name, 0) > 0:
-                    continue
-                st = objects.lstat(name)
-                if st is not None and now - st.st_mtime > ORPHAN_GRACE_SECONDS:
-                    with contextlib.suppress(FileNotFoundError):
-                        objects.unlink(name)
+        """An object's bytes, checked (see :meth:`Objects.read`)."""
+        return self.objects.read(digest)
 
     # -- records -----------------------------------------------------------------------
 
@@ -519,10 +329,10 @@ class JournalStore:
             data = encode_record(record)
             with self._dir((ENTRIES,), readable=True) as entries:
                 sync = durable or self.durable
-                self._write_new(entries, entry_name(entry_id), data, sync=sync)
+                write_new(entries, entry_name(entry_id), data, sync=sync)
                 if sync:
-                    _sync_directory(entries)
-                self._remember(_indexed(record, len(data)))
+                    sync_directory(entries)
+                self._remember(indexed(record, len(data)))
                 self._prune(entries)
                 self._seen = self._entries_stat(entries)
             return entry_id
@@ -539,14 +349,14 @@ class JournalStore:
                 fd = entries.tmpfile(mode=FILE_MODE)
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX)  # taken before the name appears
-                    _write_all(fd, data)
+                    write_all(fd, data)
                     os.fsync(fd)
                     entries.link(fd, entry_name(entry_id))
-                    _sync_directory(entries)
+                    sync_directory(entries)
                 except BaseException:
                     os.close(fd)
                     raise
-                self._remember(_indexed(record, len(data)))
+                self._remember(indexed(record, len(data)))
                 self._seen = self._entries_stat(entries)
             return entry_id, fd
 
@@ -583,16 +393,16 @@ class JournalStore:
                 name = entry_name(entry_id)
                 tmp = entries.tmpfile(mode=FILE_MODE)
                 try:
-                    _write_all(tmp, data)
+                    write_all(tmp, data)
                     os.fsync(tmp)
                     temp = f".{name}.{os.getpid()}.{threading.get_ident()}.tmp"
                     entries.link(tmp, temp)
                 finally:
                     os.close(tmp)
                 entries.rename(temp, entries, name, 0)
-                _sync_directory(entries)
+                sync_directory(entries)
                 self._forget(entry_id)
-                self._remember(_indexed(record, len(data)))
+                self._remember(indexed(record, len(data)))
                 self._prune(entries)
                 self._seen = self._entries_stat(entries)
 
@@ -608,64 +418,18 @@ class JournalStore:
                 continue
             with contextlib.suppress(FileNotFoundError):
                 entries.unlink(entry_name(item.id))
-            self._remove_objects(self._forget(item.id))
+            self.objects.remove(self._forget(item.id))
 
     def drop(self, entry_id: int) -> None:
         """Remove one record (and the objects only it referenced)."""
         with self.locked(), self._dir((ENTRIES,), readable=True) as entries:
             with contextlib.suppress(FileNotFoundError):
                 entries.unlink(entry_name(entry_id))
-            self._remove_objects(self._forget(entry_id))
+            self.objects.remove(self._forget(entry_id))
             self._seen = self._entries_stat(entries)
 
     def release_unreferenced(self, digests: Iterable[str]) -> None:
         """A call that kept these objects made no record: remove the ones nothing else
         references or holds."""
         with self.locked():
-            self._remove_objects(d for d in digests if d not in self._refs)
-
-    # -- writing files -----------------------------------------------------------------
-
-    def _write_new(
-        self, directory: Directory, name: str, data: bytes, *, sync: bool = True
-    ) -> None:
-        """A new file ``name`` holding ``data``, appearing whole (linked when complete);
-        FileExistsError if the name is taken."""
-        fd = directory.tmpfile(mode=FILE_MODE)
-        try:
-            _write_all(fd, data)
-            if sync:
-                os.fdatasync(fd)
-            directory.link(fd, name)
-        finally:
-            os.close(fd)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
-
-
-def _read_all(fd: int) -> bytes:
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode):
-        raise JournalError("the journal holds something that is not a regular file")
-    chunks = []
-    while chunk := os.read(fd, _CHUNK):
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-def _sync_directory(directory: Directory) -> None:
-    try:
-        fd = directory.for_sync()
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError as exc:
-        if exc.errno not in (errno.EINVAL, errno.EROFS):
-            raise
-    finally:
-        os.close(fd)
+            self.objects.remove(d for d in digests if d not in self._refs)

@@ -18,7 +18,7 @@ bytes it will hold, or its removal or move) and makes them in three phases:
 3. **Finish**: the intent becomes an ordinary journal record.
 
 A crash (a kill, a power failure) between 2 and 3 leaves the intent in progress
-and unlocked: :func:`sandboxfs.fs.undoing.roll_back` (run when the journal is
+and unlocked: :func:`sandboxfs.fs.recovery.roll_back` (run when the journal is
 next opened) takes back whatever the patch had changed, so the files are all as
 they were.  Without a journal nothing is written first, and a crash in the
 middle of step 2 can leave part of a patch made.
@@ -33,8 +33,6 @@ import contextlib
 import dataclasses
 import errno
 import os
-import secrets
-import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, final
@@ -43,11 +41,11 @@ from sandboxfs.binding import syscalls
 from sandboxfs.core.chokepoint import READ_FLAGS, Directory, ParentDir, same_file
 from sandboxfs.core.errors import AlreadyExists, Conflict, NotFound, SandboxError
 from sandboxfs.fs import journaling
-from sandboxfs.fs.approval import Question, Touched
 from sandboxfs.fs.context import FsContext
 from sandboxfs.fs.entries import require_regular
 from sandboxfs.fs.metadata import carry_owner_and_mode, copy_xattrs
-from sandboxfs.fs.revisions import content_revision, exclusive_lock, holds_exactly
+from sandboxfs.fs.patchintent import Intent, approve_patch
+from sandboxfs.fs.revisions import exclusive_lock, holds_exactly
 from sandboxfs.fs.staging import StagedFile, open_for_sync, sync_and_close, write_all
 
 JSON = dict[str, Any]
@@ -109,11 +107,11 @@ def apply(ctx: FsContext, changes: list[FileChange]) -> int | None:
         plan = [_resolve(ctx, change, stack) for change in changes]
         _distinct(ctx, plan)
         _lock_and_check(plan, stack)
-        _approve(ctx, plan)
+        approve_patch(ctx, plan)
         for item in plan:
             _stage(item, stack)
         STEP("prepared")
-        intent = _Intent.begin(ctx, plan)
+        intent = Intent.begin(ctx, plan)
         stack.callback(intent.close)
         STEP("intent")
         for item in plan:
@@ -253,31 +251,6 @@ def _lock_and_check(plan: list[_Planned], stack: contextlib.ExitStack) -> None:
                 f"Revision mismatch for {item.change.path}: it changed after it was read; "
                 "nothing was changed. Read it again and retry."
             )
-
-
-def _approve(ctx: FsContext, plan: list[_Planned]) -> None:
-    """One question for the whole patch, if any of its places needs approval (--ask)."""
-    gate = ctx.approval
-    if gate is None:
-        return
-    places: list[tuple[str, tuple[str, ...]]] = []
-    touched = []
-    for item in plan:
-        source = journaling.where(ctx, item.src)
-        places.append((source.root, source.rel))
-        change = item.change
-        if item.dst is not None:
-            target = journaling.where(ctx, item.dst)
-            target = journaling.Where(target.path, target.root, target.rel + item.mkdirs)
-            places.append((target.root, target.rel))
-            touched.append(Touched(journaling.shown(source), change.expected, None))
-            touched.append(Touched(journaling.shown(target), None, change.data or change.expected))
-        else:
-            if item.mkdirs:
-                source = journaling.Where(source.path, source.root, source.rel + item.mkdirs)
-                places.append((source.root, source.rel))
-            touched.append(Touched(journaling.shown(source), change.expected, change.data))
-    gate.check(places, Question(f"apply a patch to {len(plan)} files", tuple(touched)))
 
 
 def _open_to_lock(parent: ParentDir) -> int:
@@ -461,106 +434,3 @@ def _remove_made(item: _Planned, *, written: bool, made: int) -> None:
     finally:
         for directory in dirs[1:]:
             directory.close()
-
-
-# -- the intent ---------------------------------------------------------------------------------
-
-
-@final
-class _Intent:
-    """The journal record of a patch while it is made (none without a journal)."""
-
-    def __init__(self, ctx: FsContext, record: JSON | None) -> None:
-        self.ctx = ctx
-        self.record = record
-        self.entry: int | None = None
-        self.fd = -1
-
-    @classmethod
-    def begin(cls, ctx: FsContext, plan: list[_Planned]) -> _Intent:
-        recording = ctx.journal
-        for item in plan:
-            if item.staged is not None:
-                item.temp = f".sandboxfs-{secrets.token_hex(8)}.tmp"
-        if recording is None:
-            return cls(ctx, None)
-        steps = [step for item in plan for step in _steps(ctx, item)]
-        record: JSON = {
-            "session": recording.session,
-            "client": recording.client,
-            "tool": recording.tool,
-            "paths": list(recording.paths),
-            "steps": steps,
-            "state": "pending",
-        }
-        intent = cls(ctx, record)
-        intent.entry, intent.fd = recording.store.begin(record)
-        recording.entry = intent.entry
-        return intent
-
-    def end(self, state: str) -> None:
-        recording = self.ctx.journal
-        if recording is None or self.record is None or self.entry is None:
-            return
-        recording.store.replace({**self.record, "id": self.entry, "state": state})
-        if state != "done":
-            recording.entry = None
-
-    def close(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)  # the lock that says "in progress" goes with it
-            self.fd = -1
-
-
-def _steps(ctx: FsContext, item: _Planned) -> list[JSON]:
-    """The journal steps of one file of a patch (as the changes they stand for record
-    themselves), with the temporary names a restart must remove."""
-    recording = ctx.journal
-    assert recording is not None
-    change = item.change
-    steps: list[JSON] = []
-    before: JSON = dict(journaling.ABSENT_STATE)
-    if change.expected is not None:
-        assert item.old is not None
-        before = {
-            "kind": "file",
-            "size": len(change.expected),
-            "mode": stat.S_IMODE(item.old.st_mode),
-        }
-        before.update(recording.keep_bytes(change.expected))
-    source = journaling.where(ctx, item.src)
-    if item.mkdirs:
-        made = journaling.where(ctx, item.target)
-        for depth in range(len(item.mkdirs)):
-            rel = made.rel + item.mkdirs[:depth]
-            steps.append(
-                {
-                    "op": "mkdir",
-                    "path": item.target.path,
-                    "root": made.root,
-                    "rel": list(rel),
-                    "before": dict(journaling.ABSENT_STATE),
-                    "after": {"kind": "directory", "tree": []},
-                }
-            )
-    target = journaling.where(ctx, item.target)
-    if item.mkdirs:
-        target = journaling.Where(target.path, target.root, target.rel + item.mkdirs)
-    if change.to is not None and change.data is None and item.staged is None:
-        moved: JSON = {"kind": "file", "revision": content_revision(change.expected or b"")}
-        return [{"op": "move", **source.to_json(), "to": target.to_json(), "after": moved}]
-    if change.to is not None or change.data is None:
-        after_removal = dict(journaling.ABSENT_STATE)
-        steps.append({"op": "remove", **source.to_json(), "before": before, "after": after_removal})
-        before = dict(journaling.ABSENT_STATE)
-    if change.data is not None:
-        after: JSON = {
-            "kind": "file",
-            "revision": content_revision(change.data),
-            "size": len(change.data),
-        }
-        step: JSON = {"op": "write", **target.to_json(), "before": before, "after": after}
-        if item.temp is not None:
-            step["temp"] = item.temp
-        steps.append(step)
-    return steps

@@ -43,7 +43,7 @@ from sandboxfs.fs.walks import TreeWalk
 
 if TYPE_CHECKING:
     from sandboxfs.fs.approval import Gate
-    from sandboxfs.fs.journaling import Recording
+    from sandboxfs.fs.recording import Recording
 
 PathRole = Literal["follow", "entry"]
 #: The path is followed to what it leads to (inside only).

@@ -30,18 +30,16 @@ import stat
 from dataclasses import dataclass
 from typing import Any, Final, final
 
-from sandboxfs.core.allowlist import Root
-from sandboxfs.core.chokepoint import READ_FLAGS, Directory, ParentDir
-from sandboxfs.core.errors import AlreadyExists, NotADirectory, NotFound, SandboxError
-from sandboxfs.core.names import quote_path
-from sandboxfs.core.pathnames import join
+from sandboxfs.core.chokepoint import READ_FLAGS, ParentDir
+from sandboxfs.core.errors import NotADirectory, NotFound, SandboxError
 from sandboxfs.fs import journaling, moves, writes
 from sandboxfs.fs.context import FsContext
-from sandboxfs.fs.entries import read_entries
 from sandboxfs.fs.files import cached_file_revision
-from sandboxfs.fs.journalstore import JournalError, JournalStore
+from sandboxfs.fs.journalobjects import JournalError
+from sandboxfs.fs.journalplaces import Place, UndoRefused, find_place, shown
+from sandboxfs.fs.journalstore import JournalStore
+from sandboxfs.fs.restoring import restore, tree_content_at
 from sandboxfs.fs.revisions import ABSENT, SameBytes, content_revision, tree_revision
-from sandboxfs.fs.staging import StagedFile, write_all
 from sandboxfs.fs.trees import TooManyEntries, tree_revision_below
 
 JSON = dict[str, Any]
@@ -56,53 +54,6 @@ UNKNOWN: Final = None
 ANY_DIRECTORY: Final = "dir:any"
 #: A directory tree put back by this undo (its revision is known only once made).
 RESTORED_TREE: Final = "dir:restored"
-
-
-class UndoRefused(SandboxError):
-    """A change cannot be undone (it changed since, or was not kept); nothing was done."""
-
-    default_code = "ESTALE"
-
-
-@final
-@dataclass(frozen=True, slots=True)
-class Place:
-    """A journaled place, found among the allowed directories in force."""
-
-    root: Root
-    rel: tuple[str, ...]
-
-    @property
-    def path(self) -> str:
-        """An absolute request path naming exactly this place (quoted where needed, so
-        every name stands for its own bytes)."""
-        if not self.rel:
-            return quote_path(self.root.path)
-        return quote_path(join((self.root.path.rstrip("/"), *self.rel)))
-
-    @property
-    def key(self) -> tuple[str, tuple[str, ...]]:
-        return self.root.path, self.rel
-
-
-def find_place(ctx: FsContext, value: JSON) -> Place:
-    """The place a step names, in the allowed directories in force.  UndoRefused if the
-    directory it was in is not served now."""
-    wanted = str(value["root"])
-    rel = tuple(str(name) for name in value["rel"])
-    for root in ctx.resolver.allow.roots:
-        if wanted in (root.path, root.given):
-            return Place(root, rel)
-    shown = quote_path(join((wanted, *rel)))
-    raise UndoRefused(
-        f"Cannot undo the change to {shown}: the directory it was made in is not served now",
-        "EACCES",
-    )
-
-
-def shown(value: JSON) -> str:
-    """A step's place as messages show it: the absolute path it resolved to."""
-    return quote_path(join((str(value["root"]).rstrip("/"), *(str(n) for n in value["rel"]))))
 
 
 # -- what a place holds now ----------------------------------------------------------------
@@ -142,47 +93,6 @@ def _revision_of_leaf(ctx: FsContext, parent: ParentDir, st: os.stat_result) -> 
             return tree_revision_below(ctx, directory, path, ctx.limits.walk_entries)
         except TooManyEntries:
             return "dir:too-big"
-
-
-def tree_content_at(ctx: FsContext, place: Place) -> str:
-    """What the directory at ``place`` holds, as :func:`journaling.tree_content` tells
-    it (``dir:too-big`` beyond the walk's entry cap)."""
-    path = place.path
-    tree: list[JSON] = []
-    with ctx.resolver.parent(path) as parent, parent.dir.child(parent.leaf, path) as top:
-        if not _describe_content(ctx, top, path, (), tree):
-            return "dir:too-big"
-    return journaling.tree_content(tree)
-
-
-def _describe_content(
-    ctx: FsContext, directory: Directory, path: str, rel: tuple[str, ...], out: list[JSON]
-) -> bool:
-    if len(rel) >= ctx.limits.tree_depth:
-        return False
-    for entry in read_entries(directory, with_stat=True):
-        if len(out) >= ctx.limits.walk_entries or entry.lstat is None:
-            return False
-        here = (*rel, entry.name)
-        if entry.kind == "directory":
-            out.append({"rel": list(here), "kind": "directory"})
-            with directory.child(entry.name, path) as below:
-                if not _describe_content(ctx, below, path, here, out):
-                    return False
-        elif entry.kind == "symlink":
-            out.append(
-                {"rel": list(here), "kind": "symlink", "target": directory.readlink(entry.name)}
-            )
-        elif entry.kind == "file":
-            fd = directory.open(entry.name, READ_FLAGS)
-            try:
-                revision = cached_file_revision(ctx, fd, os.fstat(fd), fresh=True)
-            finally:
-                os.close(fd)
-            out.append({"rel": list(here), "kind": "file", "revision": revision})
-        else:
-            out.append({"rel": list(here), "kind": "other"})
-    return True
 
 
 def _is_directory(token: str) -> bool:
@@ -372,7 +282,7 @@ def undo(ctx: FsContext, store: JournalStore, records: list[JSON]) -> int:
     done = 0
     for entry_id, step in plan:
         try:
-            _perform(ctx, store, step)
+            perform(ctx, store, step)
         except (SandboxError, JournalError) as exc:
             message = str(exc)
             code = exc.code if isinstance(exc, SandboxError) else "EIO"
@@ -387,7 +297,7 @@ def undo(ctx: FsContext, store: JournalStore, records: list[JSON]) -> int:
     return done
 
 
-def _perform(ctx: FsContext, store: JournalStore, step: JSON) -> None:
+def perform(ctx: FsContext, store: JournalStore, step: JSON) -> None:
     op = step["op"]
     before = step.get("before", {})
     after = step.get("after", {})
@@ -448,166 +358,3 @@ def _read_all(fd: int) -> bytes:
     while chunk := os.read(fd, 1024 * 1024):
         chunks.append(chunk)
     return b"".join(chunks)
-
-
-# -- making removed things again -------------------------------------------------------------
-
-
-def restore(ctx: FsContext, store: JournalStore, place: Place, state: JSON) -> None:
-    """Make what ``state`` describes at ``place``, which must be free (else nothing is
-    done and the error says something is there)."""
-    path = place.path
-    kind = state["kind"]
-    with ctx.resolver.parent(path) as parent:
-        try:
-            if kind == "file":
-                data = store.read_object(str(state["object"]))
-                before = journaling.before_write(ctx, parent, None, None, data)
-                mode = int(state.get("mode", 0o644))
-                change, st = writes.stage(parent, _filler(data, mode), replace=False)
-                journaling.wrote(ctx, before, st, change.size or 0)
-            elif kind == "symlink":
-                target = str(state["target"])
-                parent.symlink(target)
-                journaling.linked(ctx, parent, target)
-            else:
-                _restore_tree(ctx, store, parent, state)
-        except FileExistsError:
-            raise AlreadyExists(
-                f"Cannot put {path} back: something is there now; nothing was changed"
-            ) from None
-        except AlreadyExists:
-            raise AlreadyExists(
-                f"Cannot put {path} back: something is there now; nothing was changed"
-            ) from None
-
-
-def _filler(data: bytes, mode: int) -> Any:
-    def fill(fd: int) -> None:
-        write_all(fd, data)
-        os.fchmod(fd, mode & 0o1777)
-
-    return fill
-
-
-def _restore_tree(ctx: FsContext, store: JournalStore, parent: ParentDir, state: JSON) -> None:
-    """A directory and everything below it as ``state`` describes it (parents first,
-    as the journal lists them).  The policy is asked about every name first."""
-    path = parent.path
-    tree = state.get("tree") or []
-    parent.dir.check_creatable((parent.leaf,))
-    for entry in tree:
-        parent.dir.check_creatable((parent.leaf, *(str(n) for n in entry["rel"])))
-    parent.mkdir(0o700)
-    with parent.dir.child(parent.leaf, path) as top:
-        stack: list[tuple[tuple[str, ...], Directory]] = [((), top)]
-        try:
-            for entry in tree:
-                rel = tuple(str(n) for n in entry["rel"])
-                while len(stack) > 1 and stack[-1][0] != rel[:-1]:
-                    stack.pop()[1].close()
-                if stack[-1][0] != rel[:-1]:
-                    raise JournalError(f"the journal's description of {path} is damaged")
-                made = _make_entry(store, stack[-1][1], rel[-1], entry, path)
-                if made is not None:
-                    stack.append((rel, made))
-        finally:
-            for _, directory in stack[1:]:
-                directory.close()
-        os.fchmod(top.fd, int(state.get("mode", 0o755)) & 0o1777)
-    revision = None
-    try:
-        with parent.dir.child(parent.leaf, path) as again:
-            revision = tree_revision_below(ctx, again, path, ctx.limits.walk_entries)
-    except (OSError, TooManyEntries):
-        pass
-    journaling.restored(ctx, parent, state, revision)
-
-
-def _make_entry(
-    store: JournalStore, directory: Directory, name: str, entry: JSON, path: str
-) -> Directory | None:
-    """Make one entry of a tree in ``directory``; a directory made is returned open."""
-    kind = entry["kind"]
-    mode = int(entry.get("mode", 0o644)) & 0o1777
-    if kind == "directory":
-        directory.mkdir(name, 0o700)
-        made = directory.child(name, path)
-        os.fchmod(made.fd, mode)
-        return made
-    if kind == "symlink":
-        directory.symlink(str(entry["target"]), name)
-    elif kind == "file":
-        data = store.read_object(str(entry["object"]))
-        staged = StagedFile(directory, name)
-        try:
-            write_all(staged.fd, data)
-            os.fchmod(staged.fd, mode)
-            staged.publish_new(name)
-        finally:
-            staged.close()
-    else:
-        raise SandboxError(f"EINVAL: a special file below {path} cannot be made again", "EINVAL")
-    return None
-
-
-# -- a patch interrupted by a crash ----------------------------------------------------------
-
-
-def roll_back(ctx: FsContext, store: JournalStore, record: JSON) -> list[str]:
-    """Take back what a patch left in progress (its intent, found after a crash) had
-    changed, last first: a step whose places hold what it would have left is undone,
-    one whose places still hold what was there before is left alone (it was never
-    made), and temporary files it named are removed.  ``ctx`` must not journal.
-    Marks the record rolled back; returns what could not be taken back, in words."""
-    problems: list[str] = []
-    undone = 0
-    for step in reversed(record.get("steps", [])):
-        try:
-            _remove_temp(ctx, step)
-            found = [(effect, now(ctx, find_place(ctx, effect.place))) for effect in effects(step)]
-            if all(held == effect.expect for effect, held in found):
-                _perform(ctx, store, step)
-                undone += 1
-            elif not all(held == effect.leaves for effect, held in found):
-                problems.append(
-                    f"{shown(step)} holds neither what the patch left nor what was there "
-                    "before; left as it is"
-                )
-        except (SandboxError, JournalError, OSError) as exc:
-            problems.append(f"{shown(step)}: {exc}")
-    finished = {**record, "state": "rolled-back", "recovered": {"undone": undone}}
-    if problems:
-        finished["recovered"]["problems"] = problems
-    store.replace(finished)
-    return problems
-
-
-def _remove_temp(ctx: FsContext, step: JSON) -> None:
-    """A temporary file a patch named for this step, if it is still there."""
-    temp = step.get("temp")
-    if not isinstance(temp, str):
-        return
-    place = find_place(ctx, step)
-    path = quote_path(join((place.root.path.rstrip("/"), *place.rel[:-1], temp)))
-    try:
-        parent = ctx.resolver.parent(path)
-    except (NotFound, NotADirectory):
-        return
-    with parent:
-        st = parent.lstat()
-        if st is not None and stat.S_ISREG(st.st_mode):
-            parent.unlink()
-
-
-def recover(ctx: FsContext, store: JournalStore) -> list[str]:
-    """Roll back every patch a crashed process left in progress in ``store``; what it
-    did, in words, for the log."""
-    said = []
-    for record in store.abandoned():
-        problems = roll_back(ctx, store, record)
-        said.append(
-            f"an interrupted patch (change #{record['id']}, by {record.get('tool')}) was "
-            "taken back" + (": " + "; ".join(problems) if problems else ": nothing of it remains")
-        )
-    return said

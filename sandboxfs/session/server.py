@@ -27,22 +27,21 @@ from sandboxfs.core.names import has_lone_surrogate
 from sandboxfs.core.resolver import Resolver
 from sandboxfs.core.roots import roots_from_uris
 from sandboxfs.core.watch import NO_WATCH, Stall, Watch
-from sandboxfs.fs.approval import Ask, AskRules, Gate
-from sandboxfs.fs.journaling import Recording
+from sandboxfs.fs.approval import AskRules
+from sandboxfs.fs.journalobjects import JournalError
 from sandboxfs.fs.journals import Journals
-from sandboxfs.fs.journalstore import JournalError, JournalStore
 from sandboxfs.fs.limits import Limits
 from sandboxfs.fs.revisions import RevisionCache
 from sandboxfs.fs.sandbox import Sandbox
 from sandboxfs.session.access import AccessControl, Effective
-from sandboxfs.session.approval import ApprovalRequired, Asking, ModernAsk, Sealer, legacy_ask
+from sandboxfs.session.approval import ApprovalRequired, Asking, Sealer
 from sandboxfs.session.argcheck import compile_schema
 from sandboxfs.session.auditlog import PATH_ARGUMENTS, AuditLog
 from sandboxfs.session.blocking import BlockingRunner
+from sandboxfs.session.callchanges import call_gate, call_recording, journal_store
 from sandboxfs.session.core import SessionConfig
 from sandboxfs.session.effects import Caller
 from sandboxfs.session.jsonrpc import (
-    CLIENT_CAPABILITIES_META_KEY,
     INVALID_PARAMS,
     MODERN_VERSIONS,
     ProtocolError,
@@ -142,18 +141,6 @@ def _lone_surrogate_in(arguments: dict[str, Any]) -> str | None:
         elif bad(value):
             return key
     return None
-
-
-def journaled_paths(arguments: dict[str, Any]) -> tuple[str, ...]:
-    """The paths a call's arguments name, for its journal record."""
-    found: list[str] = []
-    for key in PATH_ARGUMENTS:
-        value = arguments.get(key)
-        if isinstance(value, str):
-            found.append(value)
-        elif isinstance(value, list):
-            found.extend(v for v in value if isinstance(v, str))
-    return tuple(found)
 
 
 def error_result(message: str, code: str = "EINVAL") -> WireResult:
@@ -406,12 +393,12 @@ class SandboxfsServer:
         notes = self.access.notes if caller.protocol_version not in MODERN_VERSIONS else ()
         notes += self.access.policy_notes  # what each directory's policy allows, in every era
 
-        gate = self.gate(spec, arguments, caller, asking)
+        gate = call_gate(self, spec, arguments, caller, asking)
 
         def work(watch: Watch) -> ToolResult:
             extra: dict[str, Any] = {"progress": progress} if progress is not None else {}
-            journal = self.journal_store() if spec.touches_filesystem else None
-            recording = self.recording(journal, spec, arguments, caller)
+            journal = journal_store(self) if spec.touches_filesystem else None
+            recording = call_recording(self, journal, spec, arguments, caller)
             context = CallContext(
                 sandbox=sandbox.with_watch(watch).recording(recording).gated(gate),
                 limits=self.options.limits,
@@ -438,69 +425,6 @@ class SandboxfsServer:
             log.error("the change journal cannot be used: %s", exc)
             return error_result(f"The change journal cannot be used: {exc}", "EIO")
         return to_wire(result)
-
-    # -- approval for chosen paths (--ask) ---------------------------------------------------
-
-    def gate(
-        self, spec: ToolSpec, arguments: dict[str, Any], caller: Caller, asking: Asking | None
-    ) -> Gate | None:
-        """How a changing call gets the user's yes for paths that need it, or None."""
-        rules = self.options.ask
-        if rules is None or not rules.active or spec.annotations.read_only:
-            return None
-        if caller.protocol_version in MODERN_VERSIONS:
-            params = asking.params if asking is not None else {}
-            meta = params.get("_meta")
-            caps = meta.get(CLIENT_CAPABILITIES_META_KEY) if isinstance(meta, dict) else None
-            ask: Ask = ModernAsk(
-                spec.name,
-                arguments,
-                self.sealer,
-                can_elicit=isinstance(caps, dict) and isinstance(caps.get("elicitation"), dict),
-                state=params.get("requestState"),
-                responses=params.get("inputResponses"),
-            )
-        else:
-            elicit = asking.elicit if asking is not None else None
-            token = asking.token if asking is not None else trio.lowlevel.current_trio_token()
-            ask = legacy_ask(spec.name, elicit, token)
-        return Gate(rules, ask)
-
-    # -- the change journal ------------------------------------------------------------------
-
-    def journal_store(self) -> JournalStore | None:
-        """This session's change journal (``--journal``: one per workspace session), or
-        None.  Blocking: called in a worker thread."""
-        journals = self.options.journals
-        if journals is None:
-            return None
-        workspace = self.access.workspace
-        if journals.per_session and workspace is None:
-            return None  # a request that names no session changes nothing
-        store = journals.store(workspace.id if workspace is not None else None)
-        unjournaled = self.sandbox(self.access.current).ctx
-        for line in journals.recover_once(store, unjournaled):
-            log.warning("Change journal %s: %s", store.path, line)
-        return store
-
-    def recording(
-        self,
-        journal: JournalStore | None,
-        spec: ToolSpec,
-        arguments: dict[str, Any],
-        caller: Caller,
-    ) -> Recording | None:
-        """What a changing call records in the journal (None for a reading one)."""
-        if journal is None or spec.annotations.read_only:
-            return None
-        workspace = self.access.workspace
-        return Recording(
-            journal,
-            tool=spec.name,
-            session=workspace.id if workspace is not None else self.session_label,
-            client=caller.client,
-            paths=journaled_paths(arguments),
-        )
 
     # -- resources ---------------------------------------------------------------------------
 

@@ -17,7 +17,10 @@ from typing import Final
 
 from sandboxfs.core.errors import InvalidArgument, SandboxError, Unsupported
 from sandboxfs.fs import undoing
-from sandboxfs.fs.journalstore import Indexed, JournalError, JournalStore
+from sandboxfs.fs.journalobjects import JournalError
+from sandboxfs.fs.journalplaces import UndoRefused
+from sandboxfs.fs.journalrecords import Indexed
+from sandboxfs.fs.journalstore import JournalStore
 from sandboxfs.tools.changes import (
     render,
     sandbox_reader,
@@ -150,7 +153,7 @@ def undo_changes(
                 if record is None:
                     raise InvalidArgument(f"change #{entry_id} is no longer in the journal")
                 if not all(step_visible(s, visible) for s in record["steps"]):
-                    raise undoing.UndoRefused(
+                    raise UndoRefused(
                         f"Cannot undo change #{entry_id}: it changed places this session cannot "
                         "see now",
                         "EACCES",
