@@ -59,14 +59,15 @@ def guarded(
     Yields its ``lstat`` (None if absent).  With ``expected``, first checks under
     an exclusive lock on the entry (released after the block) that it still
     matches; a mismatch raises Conflict and nothing changes.  With the change
-    journal on, the lock is held even without ``expected``.
+    journal or --ask on, the lock is held even without ``expected``.
     """
     path = parent.path
-    if expected is None and ctx.journal is None:
+    if expected is None and ctx.journal is None and ctx.approval is None:
         yield parent.lstat()
         return
-    # With the change journal on, every change holds the lock (an expectation of None
-    # checks nothing), so what the journal keeps is what the change replaces.
+    # With the change journal on, or --ask, every change holds the lock (an expectation of
+    # None checks nothing), so what the journal keeps, and what the user is shown, is
+    # what the change replaces.
     for _ in range(GUARD_ATTEMPTS):
         st = parent.lstat()
         if st is None:
