@@ -410,11 +410,17 @@ class JournalStore:
         """Drop the oldest records beyond the bounds (held: the lock); a patch in progress
         is kept, as is the newest record."""
         oldest_kept = time.time() - self.keep_seconds
+        if not self._index:
+            return
+        oldest = self._index[min(self._index)]  # the usual case: nothing to drop
+        if self.usage() <= self.max_bytes and oldest.time >= oldest_kept:
+            return
+        newest = max(self._index)
         for item in sorted(self._index.values(), key=lambda i: i.id):
             over = self.usage() > self.max_bytes
             if not over and item.time >= oldest_kept:
                 break
-            if item.state == "pending" or item.id == max(self._index):
+            if item.state == "pending" or item.id == newest:
                 continue
             with contextlib.suppress(FileNotFoundError):
                 entries.unlink(entry_name(item.id))

@@ -6,9 +6,10 @@ as diffs, leaving out what the agent may not see now (see
 change back to one, or the ones named, through :mod:`sandboxfs.fs.undoing`:
 conditional on what each place holds (refused whole, naming the place, when
 something changed since), through the agent's own allowed directories and
-policy, and journaled itself (undoing an undo redoes).  The journal is held
-while an undo is checked, made and recorded, so two undos cannot take one change
-back twice.
+policy, and journaled itself (undoing an undo redoes).  The journal is held while
+the changes to undo are chosen and checked, not while they are made (a change may wait
+for the user's yes, ``--ask``): each step is conditional, so a second undo of the same
+change is refused.
 """
 
 from __future__ import annotations
@@ -165,11 +166,13 @@ def undo_changes(
                 text = f"Would undo {listed}: {len(plan)} steps; every place still holds what "
                 text += "the change left."
                 return ToolResult(text=text, structured={"undone": ids, "dryRun": True})
-            if recording is None:
-                raise Unsupported("this call is not journaled, so it cannot undo")
-            recording.undoes = tuple(ids)
-            steps = undoing.undo(fs, store, records)
-            entry = recording.finish()
+        if recording is None:
+            raise Unsupported("this call is not journaled, so it cannot undo")
+        # Made without holding the journal (a change may wait for the user's yes, --ask):
+        # each step is conditional, so a second undo of the same change is refused.
+        recording.undoes = tuple(ids)
+        steps = undoing.undo(fs, store, records)
+        entry = recording.finish()
     except JournalError as exc:
         raise _journal_failed(exc) from None
     text = f"Undid {listed}: {steps} steps."
