@@ -244,3 +244,31 @@ def test_help_names_the_journal() -> None:
         env=server_env(),
     )
     assert out.returncode == 0 and "undo" in out.stdout
+
+
+def test_the_journal_and_patches_as_an_ordinary_user(public_tree: Tree) -> None:
+    """Run as uid 65534 (the server must work as an ordinary user): the journal is made
+    by that user, a write, a patch and their undo go through it, under Landlock."""
+    from unprivileged import nobody_command, nobody_pythonpath  # noqa: PLC0415
+
+    pythonpath = nobody_pythonpath()
+    root = public_tree.root
+    root.chmod(0o777)
+    var = public_tree.base / "var"
+    var.mkdir()
+    var.chmod(0o1777)
+    journal = var / "journal"  # made by the server, as that user
+    (root / "a.txt").write_text("one\n")
+    (root / "a.txt").chmod(0o666)
+
+    async def main() -> None:
+        command = nobody_command("--journal", str(journal), str(root))
+        async with session(command=command, env={"PYTHONPATH": pythonpath}) as s:
+            await s.text("write_file", path="a.txt", content="two\n")
+            await s.text("apply_patch", patch="--- /dev/null\n+++ b/new.txt\n@@ -0,0 +1 @@\n+new\n")
+            assert "#2" in await s.text("list_changes")
+            await s.text("undo_changes", count=2)
+
+    run(main)
+    assert (root / "a.txt").read_text() == "one\n" and not (root / "new.txt").exists()
+    assert journal.stat().st_uid == 65534 and (journal.stat().st_mode & 0o777) == 0o700
