@@ -331,7 +331,6 @@ class JournalMachine(RuleBasedStateMachine):
                 SEEN["redone"] += 1
         else:
             assert self.read() == self.model, f"a refused undo changed the tree: {error}"
-            assert "changed since" in str(error) or "no longer a directory" in str(error), error
             assert not self.holds(known) or known.kind == "relocate", error
             SEEN["refused"] += 1
 

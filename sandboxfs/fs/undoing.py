@@ -25,6 +25,7 @@ Guarantees:
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import stat
 from dataclasses import dataclass
@@ -276,7 +277,9 @@ def check(ctx: FsContext, records: list[JSON]) -> Plan:
 def undo(ctx: FsContext, store: JournalStore, records: list[JSON]) -> int:
     """Undo ``records`` (newest first), each one's steps last first.  Returns how many
     steps were undone.  Raises UndoRefused (nothing done) if any step cannot be
-    undone or its place changed since; a failure part-way raises with how much was
+    undone or its place changed since.  A step that fails once others were made
+    (something changed between the check and the change) takes those back too, so
+    the undo changes nothing; only if that fails as well does it say how much was
     done (and the caller's record of this undo says so)."""
     plan = check(ctx, records)
     done = 0
@@ -287,14 +290,36 @@ def undo(ctx: FsContext, store: JournalStore, records: list[JSON]) -> int:
             message = str(exc)
             code = exc.code if isinstance(exc, SandboxError) else "EIO"
             if done:
-                message += (
-                    f" (undoing change {entry_id}; {done} of the {len(plan)} steps were "
-                    "undone before this)"
-                )
-                journaling.stopped(ctx, message)
-            raise SandboxError(message, code) from None
+                message = _take_back(ctx, store, message, entry_id, done=done, total=len(plan))
+            raise UndoRefused(message, code) from None
         done += 1
     return done
+
+
+def _take_back(
+    ctx: FsContext, store: JournalStore, message: str, entry_id: int, *, done: int, total: int
+) -> str:
+    """Put back what the steps of a failed undo made (in reverse, unjournaled, without
+    asking again); the message to refuse with."""
+    recording = ctx.journal
+    made = list(recording.steps) if recording is not None else []
+    plain = dataclasses.replace(ctx, journal=None, approval=None)
+    try:
+        for step in reversed(made):
+            perform(plain, store, step)
+    except (SandboxError, JournalError) as again:
+        partial = (
+            f"{message} (undoing change {entry_id}; {done} of the {total} steps were undone "
+            f"before this, and could not be put back: {again})"
+        )
+        journaling.stopped(ctx, partial)
+        return partial
+    if recording is not None:
+        recording.steps.clear()  # nothing of this undo remains: nothing to record
+    return (
+        f"{message} (undoing change {entry_id}: the steps undone before it were put back; "
+        "nothing changed)"
+    )
 
 
 def perform(ctx: FsContext, store: JournalStore, step: JSON) -> None:
