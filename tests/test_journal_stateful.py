@@ -269,9 +269,18 @@ class JournalMachine(RuleBasedStateMachine):
         if known.kind == "relocate":
             moved = self.model.get(known.destination)
             return moved is not None and known.source not in self.model
-        for p, (_, after) in known.places.items():
+        for p, (before, after) in known.places.items():
             if self.model.get(p) != after:
                 return False
+            parent = p.rpartition("/")[0]
+            put_back = known.places.get(parent, (None, None))[0] == ("dir",)
+            if (
+                before is not None
+                and parent
+                and self.model.get(parent) != ("dir",)
+                and not put_back
+            ):
+                return False  # what it put back would have no directory to go in
             if after == ("dir",) and any(
                 q not in known.places for q in below(self.model, p) if q != p
             ):
