@@ -9,7 +9,18 @@
 # Everything the agent may touch is mounted under /projects (as with the reference
 # server's image); add ":ro" to a mount to make it read-only. Keep the token outside
 # what is served (the agent could read it there), and run as a user who may write the
-# mounted directories (--user; the image's own user is 10001).
+# mounted directories (--user; the image's own user is 10001). Clients must name the
+# server as they reach it: with -p 127.0.0.1:9090:8080 end the command with
+# "sandboxfs --allowed-host localhost:9090 /projects" (arguments after the image replace
+# its CMD; the 421 answer names the Host it got and the --allowed-host to add).
+#
+# Tenants (README, "Tenants"): start the front instead of the entrypoint; the root
+# filesystem stays read-only, and the workers' sockets go on a tmpfs (--run-dir):
+#
+#   docker run --rm --read-only --tmpfs /run/sandboxfs --user "$(id -u):$(id -g)" \
+#     -p 127.0.0.1:8080:8080 -v "$PWD/tenants.toml:/etc/sandboxfs/tenants.toml:ro" \
+#     -v "$PWD/alice:/srv/alice" --entrypoint sandboxfs sandboxfs \
+#     --tenants /etc/sandboxfs/tenants.toml --http 0.0.0.0:8080 --run-dir /run/sandboxfs
 
 FROM python:3.11-slim-bookworm AS build
 RUN apt-get update \

@@ -87,6 +87,39 @@ def supported_flags(cmd: list[str], wanted: dict[str, object]) -> list[str]:
     return flags
 
 
+def descendants(pid: int) -> list[int]:
+    """Every live process below ``pid`` (children, their children, ...)."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rpartition(")")[2].split()
+        except OSError:
+            continue
+        if fields[0] != "Z":
+            parents[int(entry)] = int(fields[1])
+    found: list[int] = []
+    wanted = {pid}
+    while wanted:
+        wanted = {child for child, parent in parents.items() if parent in wanted}
+        found += sorted(wanted)
+    return found
+
+
+def proc_pss_kib(pid: int) -> int | None:
+    """Pss (kB) of /proc/PID/smaps_rollup: RSS with shared pages split among sharers."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
 def proc_status_kib(pid: int, key: str) -> int | None:
     """A ``kB`` field of /proc/PID/status (VmRSS, VmHWM), or None if unavailable."""
     try:
@@ -327,6 +360,17 @@ class Conn:
 
     def rss_kib(self) -> int | None:
         return proc_status_kib(self.pid, "VmRSS")
+
+    def pss_mib(self) -> float:
+        return (proc_pss_kib(self.pid) or 0) / 1024
+
+    def helpers_kib(self) -> tuple[int, int, int]:
+        """The server's own processes (code_map's parse supervisor and helpers): how
+        many, their summed RSS and their summed PSS (kB; shared pages counted once)."""
+        pids = descendants(self.pid)
+        rss = sum(proc_status_kib(p, "VmRSS") or 0 for p in pids)
+        pss = sum(proc_pss_kib(p) or 0 for p in pids)
+        return len(pids), rss, pss
 
     def hwm_kib(self) -> int | None:
         return proc_status_kib(self.pid, "VmHWM")

@@ -24,8 +24,11 @@ Ratio convention: ``speedup`` = how many times faster sandboxfs is than a refere
 sandboxfs faster, <1: reference faster).  For a rate it is sandboxfs/reference; for a time
 it is reference/sandboxfs.  grep_files and code_map have no counterpart in the reference:
 their rows are sandboxfs's alone.  code_map maps this repository (its committed files,
-exported under the fixtures) and the big tree (where it stops at its 5,000-file cap), each
-on a fresh server's first call (every file parsed) and again (the parse cache).
+exported under the fixtures), the big tree (where it stops at its 5,000-file cap) and
+3,500 small files that call each other (issue 28's ranking attack), each on a fresh
+server's first call (every file parsed, in code_map's parse helpers) and again (the parse
+cache).  The startup row also counts the server's own processes (the parse supervisor and
+its idle helpers): their RSS and PSS.
 
 Limit rows (bench/limits.py): beside list_directory, directory_tree, search_files and
 grep_files, the same work without MCP, measured in the same run and checked like the
@@ -388,9 +391,18 @@ def timed_calls(
 
 
 def w_startup(conn: Conn, ctx: Ctx) -> Measure:
-    if conn.init_ms != conn.init_ms:
-        return Measure(conn.startup_ms, f"{STATELESS_VERSION}, no handshake")
-    return Measure(conn.startup_ms, f"initialize answered at {conn.init_ms:.0f} ms")
+    detail = (
+        f"{STATELESS_VERSION}, no handshake"
+        if conn.init_ms != conn.init_ms
+        else f"initialize answered at {conn.init_ms:.0f} ms"
+    )
+    count, rss, pss = conn.helpers_kib()  # after the idle wait: code_map's parse helpers
+    if count:
+        detail += (
+            f"; its own processes (code_map's parser): {count}, idle RSS {rss / 1024:.1f} MiB, "
+            f"PSS {pss / 1024:.1f} MiB (with the server's PSS {conn.pss_mib():.1f} MiB)"
+        )
+    return Measure(conn.startup_ms, detail)
 
 
 def w_ping(conn: Conn, ctx: Ctx) -> Measure:
@@ -790,6 +802,29 @@ def export_repository(ctx: Ctx) -> None:
     stamp.write_text(head)
 
 
+#: The issue-28 ranking attack: files that each define one shared name and their own,
+#: call three neighbours, and just under half of which call the shared name (a graph
+#: of file pairs has 3,500 x 1,575 edges).
+STORM_FILES = 3500
+
+
+def make_storm(ctx: Ctx) -> None:
+    """``storm/``: STORM_FILES small Python files that call each other (once)."""
+    dest = ctx.root / "storm"
+    stamp = dest / ".complete"
+    if stamp.exists():
+        return
+    shutil.rmtree(dest, ignore_errors=True)
+    dest.mkdir()
+    for i in range(STORM_FILES):
+        calls = "".join(f"    f{(i + k) % STORM_FILES}(x)\n" for k in (1, 2, 3))
+        shared = "    handler(x)\n" if i < 0.45 * STORM_FILES else ""
+        (dest / f"m{i:04d}.py").write_text(
+            f"def handler(x):\n    return x\n\n\ndef f{i}(x):\n{calls}{shared}"
+        )
+    stamp.touch()
+
+
 def map_workload(target: str, *, cached: bool) -> Callable[[Conn, Ctx], Measure]:
     def run(conn: Conn, ctx: Ctx) -> Measure:
         args = {"path": ctx.p(target)}
@@ -1005,13 +1040,15 @@ WORKLOADS: list[Workload] = [
             map_workload(target, cached=cached),
             tool="code_map",
             sfs_only=True,
-            before=export_repository if target == "repo" else None,
+            before={"repo": export_repository, "storm": make_storm}.get(target),
         )
         for key, what, target, cached in (
             ("map_repo", "this repository, first call", "repo", False),
             ("map_repo_again", "this repository, again (parse cache)", "repo", True),
             ("map_tree", "big tree (5,000-file cap), first call", "tree", False),
             ("map_tree_again", "big tree, again (parse cache)", "tree", True),
+            ("map_storm", f"{STORM_FILES:,} files calling each other, first call", "storm", False),
+            ("map_storm_again", f"{STORM_FILES:,} files calling each other, again", "storm", True),
         )
     ),
 ]

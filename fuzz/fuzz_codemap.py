@@ -40,7 +40,8 @@ with (
     if __name__ == "__main__"
     else contextlib.nullcontext()
 ):
-    from sandboxfs.tools.codeparse import LANGUAGES, ParseStopped, parse_source, shown_line
+    from sandboxfs.tools.codefacts import LANGUAGES, shown_line
+    from sandboxfs.tools.codeparse import ParseStopped, parse_source
     from sandboxfs.tools.coderank import Source
     from sandboxfs.tools.coderender import GAP, MAX_CHARS, MIN_CHARS, Walked, build_map
 

@@ -1,7 +1,9 @@
 """Invariant tested: whatever bytes a client writes on stdin, the stdio framing layer
-either passes a JSON-RPC object with a sound envelope on to the session, or
-answers with exactly one well-formed JSON-RPC error line, or drops a blank line
-or a response nobody can use; never any other outcome, never an exception.
+either passes a request or notification with a sound envelope on to the session,
+or passes a response with an id on as it came (the session alone knows whether
+it answers one of its questions, and judges it), or answers with exactly one
+well-formed JSON-RPC error line, or drops a blank line or a response without an
+id; never any other outcome, never an exception.
 
 The input is the byte stream.  Checked, for every input:
 
@@ -13,16 +15,15 @@ The input is the byte stream.  Checked, for every input:
 * ``jsonrpc.decode`` of every line (uncapped) returns
 
   - None only for a blank line, or for a response-shaped object (no
-    ``method``, a ``result`` or an ``error``) that cannot be used; a sound
-    response (``"jsonrpc": "2.0"``, an ``id``, exactly one of ``result`` and
-    ``error``, no ``params``) is never dropped;
-  - or the parsed object itself (same members, ids of their exact type) with
-    ``"jsonrpc": "2.0"`` and a kind that matches its envelope: ``method`` (a
-    str) and a valid ``id`` (an int that is not a bool, or a str) make a
-    request, ``method`` alone a notification, ``params`` absent or an object,
-    never a ``result`` or an ``error`` beside ``method``; without ``method``,
-    a response with an ``id`` and exactly one of ``result`` and ``error``
-    (JSON-RPC 2.0 section 5: never both);
+    ``method``, a ``result`` or an ``error``) without an ``id``; a
+    response-shaped object with an ``id`` is never dropped, whatever its
+    envelope (a malformed answer must still settle the question it answers);
+  - or the parsed object itself (same members, ids of their exact type): with
+    ``method``, ``"jsonrpc": "2.0"`` and a kind that matches its envelope:
+    ``method`` (a str) and a valid ``id`` (an int that is not a bool, or a
+    str) make a request, ``method`` alone a notification, ``params`` absent or
+    an object, never a ``result`` or an ``error`` beside ``method``; without
+    ``method``, a response-shaped object with an ``id``, as it came;
   - or one error line, never for a response-shaped object (a response is never
     answered): ASCII JSON ending in a single newline,
     ``{"jsonrpc": "2.0", "id", "error"}`` that the SDK accepts as a
@@ -86,15 +87,6 @@ def _response_shaped(obj: Any) -> bool:
     return isinstance(obj, dict) and "method" not in obj and ("result" in obj or "error" in obj)
 
 
-def _sound_response(obj: dict[str, Any]) -> bool:
-    return (
-        obj.get("jsonrpc") == "2.0"
-        and "id" in obj
-        and ("result" in obj) != ("error" in obj)
-        and "params" not in obj
-    )
-
-
 def check_error_line(frame: bytes, expected_id: Any, codes: tuple[int, ...]) -> None:
     assert isinstance(frame, bytes), type(frame)
     assert frame.endswith(b"\n") and frame.count(b"\n") == 1, frame
@@ -113,19 +105,18 @@ def check_error_line(frame: bytes, expected_id: Any, codes: tuple[int, ...]) -> 
 def check_passed_on(item: dict[str, Any], obj: Any) -> None:
     """``item``, passed on to the session, is ``obj`` with a sound envelope."""
     assert isinstance(obj, dict) and item.keys() == obj.keys(), (item, obj)
-    assert item.get("jsonrpc") == "2.0", item
     if "id" in obj:
         assert type(item["id"]) is type(obj["id"]), (item, obj)
         if _valid_id(obj["id"]) or obj["id"] is None:
             assert item["id"] == obj["id"], (item, obj)
     if "method" in item:
+        assert item.get("jsonrpc") == "2.0", item
         assert isinstance(item["method"], str) and item["method"] == obj["method"], item
         assert "id" not in item or _valid_id(item["id"]), item  # request, else notification
         assert "params" not in item or isinstance(item["params"], dict), item
         assert "result" not in item and "error" not in item, f"ambiguous message passed on: {item}"
         return
-    # JSON-RPC 2.0 section 5: result and error MUST NOT both be present.
-    assert ("result" in item) != ("error" in item), f"ambiguous response passed on: {item}"
+    assert _response_shaped(item), f"neither a request nor a response passed on: {item}"
     assert "id" in item, f"a response without an id passed on: {item}"
 
 
@@ -134,7 +125,7 @@ def check_decode(line: bytes) -> None:
     obj = _reference_parse(line)
     if item is None:
         assert not line.strip() or _response_shaped(obj), (line, "dropped")
-        assert not (_response_shaped(obj) and _sound_response(obj)), (line, "sound, dropped")
+        assert not (_response_shaped(obj) and "id" in obj), (line, "a response with an id dropped")
         return
     if isinstance(item, dict):
         check_passed_on(item, obj)

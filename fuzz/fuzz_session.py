@@ -23,8 +23,11 @@ client, deterministically (a ``random.Random`` seeded with the input's CRC):
   finish (the race the driver has) and must then not be answered;
 * every ``OpenRoots`` is settled (``roots_settled``) in the order it came, as
   the driver's lock does; the client may answer a ``roots/list`` itself (good,
-  odd or error answers); a timer may expire; end of input (``input_ended``)
-  comes last, then everything still running finishes.
+  odd, oversized, error answers, and responses with a broken envelope: each
+  settles the question); a timer may expire (the one that bounds how long
+  calls wait for Roots releases them while the update is still under way, and
+  only it may); end of input (``input_ended``) comes last, then everything
+  still running finishes.
 
 The oracle checks answers at the protocol version of the era the session's
 first request decided (``Session.era``; then the version ``initialize``
@@ -117,6 +120,8 @@ _UNESCAPED: Final = re.compile(
 )
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")
 EFFECTS: Final = (Send, Call, Cancel, StartTimer, OpenRoots, KeepRoots, UseCommandLine, Close)
+#: The prefix of the timer that bounds how long calls wait for the client's Roots.
+WAIT_TIMER: Final = "roots-wait:"
 
 _SERVER = SandboxfsServer(ServerOptions(), AccessControl(AllowList.of([]), confine=False))
 STDIO_CONFIGS: Final = tuple(
@@ -222,6 +227,13 @@ def client_roots_answer(rng: random.Random, ask: Any) -> dict[str, Any] | None:
             {"result": {}},
             {"error": {"code": -32601, "message": "Method not found\n\u202eforged"}},
             {"error": "no"},
+            {"result": None},
+            {"result": []},
+            {"result": {"roots": [{"uri": "file:///tmp/a", "name": 5}]}},
+            {"result": {"roots": [{"uri": f"file:///tmp/{i}"} for i in range(300)]}},
+            {"result": {"roots": [{"uri": "file:///" + "\n" * 20_000}]}},
+            {"result": {"roots": []}, "error": {"code": 1, "message": "both"}},
+            {"jsonrpc": "1.0", "result": {"roots": []}},
         )
     )
     message = decode(json.dumps({"jsonrpc": "2.0", "id": ask, **body}).encode())
@@ -265,6 +277,7 @@ class Conversation:
         self.client_answers: list[dict[str, Any]] = []
         self.asking: Any = None  # the roots/list out, from the client's side
         self.updating = False  # a Roots update is under way: calls must wait
+        self.waited_out = False  # ...unless the bound on their wait is what releases them
         self.latest_open: int | None = None
         self.handshake = False
         self.closed = False
@@ -327,6 +340,8 @@ class Conversation:
             elif isinstance(effect, StartTimer):
                 assert isinstance(effect.name, str) and effect.seconds > 0, effect
                 assert effect.name not in self.timers, effect
+                if effect.name.startswith(WAIT_TIMER):
+                    assert self.updating, f"calls wait with no Roots update under way: {effect}"
                 self.timers[effect.name] = self.asking
             elif isinstance(effect, OpenRoots):
                 assert self.updating and self.asking is None, effect
@@ -395,7 +410,8 @@ class Conversation:
             assert isinstance(params.get("uri"), str), call
         assert call.caller.protocol_version in SUPPORTED_VERSIONS, call
         assert call.progress is None or valid_id(call.progress), call
-        assert not self.updating, f"a call starts while the client's Roots are updated: {call}"
+        if not self.waited_out:  # released by the bound on the wait, it may run now
+            assert not self.updating, f"a call starts while the client's Roots are updated: {call}"
         if self.session.era == "2025" and not self.config.http:
             assert self.handshake, f"a call before the handshake: {call}"
         if owed is None:  # released: it was held, waiting for the client's Roots
@@ -446,6 +462,15 @@ class Conversation:
 
     def fire(self, name: str) -> None:
         ask = self.timers.pop(name)
+        if name.startswith(WAIT_TIMER):  # the bound on how long calls wait for Roots
+            self.waited_out = True
+            try:
+                effects = self.session.timer_expired(name)
+                assert not any(isinstance(e, Send | KeepRoots) for e in effects), effects
+                assert self.run(effects)[0] == 0, effects
+            finally:
+                self.waited_out = False
+            return
         current = ask is not None and ask == self.asking
         if current:
             self.asking = None

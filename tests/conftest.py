@@ -10,8 +10,8 @@ import pytest
 
 from helpers import Tree, make_tree, snapshot
 from sandboxfs.binding import syscalls
-from sandboxfs.core import chokepoint, landlock, names, policy
-from sandboxfs.fs import trees, writes
+from sandboxfs.core import chokepoint, landlock, names, policy, seccomp
+from sandboxfs.fs import describe, listings, trees, writes
 from sandboxfs.fs.sandbox import Sandbox
 
 
@@ -136,6 +136,18 @@ def _listings_show_hidden_entries() -> None:
     policy.Policy.hidden_names = lambda self, rel, names: set()  # type: ignore[method-assign]
 
 
+def _drop_the_policy_of_client_roots() -> None:
+    from sandboxfs.core import roots  # noqa: PLC0415
+    from sandboxfs.session import server  # noqa: PLC0415
+
+    opened_by = roots.roots_from_uris
+
+    def without_policy(*args, **options):  # type: ignore[no-untyped-def]
+        return opened_by(*args, **{**options, "policy": policy.OPEN})
+
+    server.roots_from_uris = without_policy
+
+
 def _drop_cross_process_lock() -> None:
     # The servers are other processes: tests/test_scale_out.py starts them patched.
     import test_scale_out  # noqa: PLC0415 - a test module: imported only for this mutant
@@ -180,6 +192,43 @@ def _ask_judges_the_name_given() -> None:
     journaling.where = as_named  # type: ignore[assignment]
 
 
+def _directory_counts_include_hidden_entries() -> None:
+    # get_file_info reports a directory's raw st_nlink and st_size, and listings sort
+    # subdirectories by their raw st_size, whatever the policy hides.
+    describe.withholds_directory_counts = lambda policy: False
+    listings.withholds_directory_counts = lambda policy: False
+
+
+def _seccomp_filter_allows_what_it_lists() -> None:
+    seccomp.Rule.body = lambda self: [(0x06, 0, 0, seccomp.ALLOW)]  # type: ignore[method-assign]
+
+
+def _parse_supervisor_inherits_descriptors() -> None:
+    import subprocess  # noqa: PLC0415 - only this mutant needs it
+
+    from sandboxfs.tools import parsepool  # noqa: PLC0415
+
+    real = subprocess.Popen
+
+    class Leaky:  # stands in for the subprocess module in parsepool: every fd passed on
+        DEVNULL = subprocess.DEVNULL
+        TimeoutExpired = subprocess.TimeoutExpired
+
+        @staticmethod
+        def Popen(*args, pass_fds=(), **kwargs):  # type: ignore[no-untyped-def]
+            fds = sorted(int(fd) for fd in os.listdir("/proc/self/fd") if int(fd) > 2)
+            kept = []
+            for fd in fds:
+                try:
+                    os.set_inheritable(fd, True)
+                    kept.append(fd)
+                except OSError:
+                    pass  # the listing's own descriptor, closed by now
+            return real(*args, pass_fds=tuple(kept), **kwargs)
+
+    parsepool.subprocess = Leaky  # type: ignore[assignment]
+
+
 MUTANTS = {
     "undo-is-blind": _undo_is_blind,
     "patch-without-rollback": _patch_without_rollback,
@@ -198,6 +247,10 @@ MUTANTS = {
     "drop-reopen-identity-check": _drop_reopen_identity_check,
     "drop-change-time-from-tree-revisions": _drop_change_time_from_tree_revisions,
     "drop-cross-process-lock": _drop_cross_process_lock,
+    "directory-counts-include-hidden-entries": _directory_counts_include_hidden_entries,
+    "drop-the-policy-of-client-roots": _drop_the_policy_of_client_roots,
+    "seccomp-filter-allows-what-it-lists": _seccomp_filter_allows_what_it_lists,
+    "parse-supervisor-inherits-descriptors": _parse_supervisor_inherits_descriptors,
 }
 
 

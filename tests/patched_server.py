@@ -14,6 +14,9 @@ shipped server reads:
   commit reaches STEP (``intent``, ``change 1``, ...: see sandboxfs.fs.patches);
 * ``ask-seconds=N``: a question to the user (``--ask``) is given up after N seconds
   (instead of minutes), so a test of "no answer" ends soon.
+* ``roots-timeout=S``: a question to the client's Roots is given up (and calls
+  wait for it) after S seconds instead of 30, so a test of a client that never
+  answers does not wait 30 s.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from sandboxfs.core.allowlist import Root
 from sandboxfs.fs import guard
 from sandboxfs.fs import patches as fs_patches
 from sandboxfs.session import driver
+from sandboxfs.session import clientroots
 
 
 def _bypass_openat2() -> None:
@@ -64,6 +68,10 @@ def _crash_patch_at(step: str) -> None:
     fs_patches.STEP = at
 
 
+def _roots_timeout(value: str) -> None:
+    clientroots.ROOTS_FETCH_TIMEOUT = float(value)
+
+
 def apply(patches: Sequence[str]) -> None:
     for patch in patches:
         name, _, value = patch.partition("=")
@@ -77,6 +85,8 @@ def apply(patches: Sequence[str]) -> None:
             _crash_patch_at(value)
         elif name == "ask-seconds":
             driver.ASK_SECONDS = float(value)  # type: ignore[misc]
+        elif name == "roots-timeout":
+            _roots_timeout(value)
         else:
             raise SystemExit(f"unknown patch {patch!r}")
 

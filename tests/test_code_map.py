@@ -18,9 +18,9 @@ from sandboxfs.core.resolver import Resolver
 from sandboxfs.fs.limits import Limits
 from sandboxfs.fs.sandbox import Sandbox
 from sandboxfs.fs.walks import TreeWalk
-from sandboxfs.tools import codemap
 from sandboxfs.tools.codecache import ParseCache
 from sandboxfs.tools.codemap import FILE_BYTES, FILE_CAP, code_map
+from sandboxfs.tools.parserun import ParseRun
 from sandboxfs.tools.spec import CallContext
 
 HUB = (
@@ -349,14 +349,14 @@ def test_too_large_binary_and_unknown_files_are_counted(tree: Tree) -> None:
 
 def test_only_the_edited_file_is_parsed_again(tree: Tree, monkeypatch: pytest.MonkeyPatch) -> None:
     write(tree.root, POLYGLOT)
-    parsed: list[int] = []
-    real = codemap.parse_source
+    parsed: list[int] = []  # the sizes of the files sent to a parse helper
+    real = ParseRun.submit
 
-    def counting(language: str, data: bytes, deadline: float) -> Any:
+    def counting(self: ParseRun, tag: int, language: str, data: bytes) -> Any:
         parsed.append(len(data))
-        return real(language, data, deadline)
+        return real(self, tag, language, data)
 
-    monkeypatch.setattr(codemap, "parse_source", counting)
+    monkeypatch.setattr(ParseRun, "submit", counting)
     cache = ParseCache()
     ctx = context(tree, cache)
     first = code_map(ctx, ".")

@@ -41,6 +41,7 @@ def test_the_image_entrypoint_serves_outside_a_container(tmp_path: Path) -> None
     (projects / "workspace" / "hello.txt").write_text("from the sidecar\n")
     token_file = tmp_path / "sandboxfs-token"
     token_file.write_text(TOKEN + "\n")
+    token_file.chmod(0o600)  # as the Dockerfile's instructions make it
     port = free_port()
     argv = [
         part.replace("/run/secrets/sandboxfs-token", str(token_file))

@@ -1,10 +1,13 @@
 """deploy/: every manifest validates strictly; the pod spec and the scale-out
 Deployment follow the conventions of hardened pods and agree with the image on
 paths; the scale-out replicas share one ReadWriteMany claim behind a Service;
-and the memory limit holds a read at the default cap."""
+the tenants' Deployment gives the workers' sockets a volume of their own (the
+root filesystem is read-only) and its command line serves as written, under a
+read-only /tmp; and the memory limit holds a read at the default cap."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import tempfile
@@ -13,15 +16,20 @@ from typing import Any
 
 import pytest
 import trio
-from sidecar_helpers import http_client, sidecar
+from sidecar_helpers import free_port, http_client, sidecar, wait_healthy
+from test_tenants import TOKEN_A, Front, _wait, tenants_toml
+from test_tenants_runtime import can_unshare, read_only_tmp
 
+from mcp_client import SERVER, server_env
 from sandboxfs.fs.limits import Limits
+from sandboxfs.transports.tenants import hash_token
 
 ROOT = Path(__file__).resolve().parent.parent
 KUBERNETES = ROOT / "deploy" / "kubernetes"
 POD = KUBERNETES / "pod.yaml"
 SCALE_OUT = KUBERNETES / "scale-out.yaml"
 CLAIM = KUBERNETES / "shared-workspace-pvc.yaml"
+TENANTS = KUBERNETES / "tenants.yaml"
 MANIFESTS = sorted(KUBERNETES.glob("*.yaml"))
 
 yaml = pytest.importorskip("yaml", reason="PyYAML comes with kubernetes-validate (test extra)")
@@ -47,7 +55,7 @@ def _scale_out() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
 
 
 def test_the_manifests_are_the_ones_checked_here() -> None:
-    assert sorted([POD, SCALE_OUT, CLAIM]) == MANIFESTS
+    assert sorted([POD, SCALE_OUT, CLAIM, TENANTS]) == MANIFESTS
 
 
 @pytest.mark.parametrize("manifest", MANIFESTS, ids=lambda p: p.name)
@@ -136,6 +144,85 @@ def test_the_replicas_share_one_read_write_many_claim_behind_a_service() -> None
     args = spec["containers"][0]["args"]
     hosts = {args[i + 1] for i, arg in enumerate(args) if arg == "--allowed-host"}
     assert f"{service['metadata']['name']}:{port['port']}" in hosts
+
+
+def _tenants_container() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    documents = _documents(TENANTS)
+    spec = documents["Deployment"]["spec"]["template"]["spec"]
+    [container] = spec["containers"]
+    return spec, container, documents["Service"]
+
+
+def _option(command: list[str], name: str) -> str:
+    [value] = [command[i + 1] for i, part in enumerate(command) if part == name]
+    return value
+
+
+def test_the_tenants_deployment_gives_the_workers_sockets_a_volume() -> None:
+    spec, container, service = _tenants_container()
+    _assert_hardened(spec)
+    assert container["securityContext"] == _containers()["sandboxfs"]["securityContext"]
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "mcp"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "mcp"}
+    command = container["command"]
+    assert command[0] == "sandboxfs" and "--token-file" not in command  # tokens: per tenant
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    # The run directory is a writable volume of its own (an emptyDir), not the root.
+    run_dir = _option(command, "--run-dir")
+    assert "emptyDir" in volumes[mounts[run_dir]]
+    tenants_file = _option(command, "--tenants")
+    tenants_volume = volumes[mounts[str(Path(tenants_file).parent)]]
+    assert tenants_volume["configMap"]["items"] == [
+        {"key": Path(tenants_file).name, "path": Path(tenants_file).name}
+    ]
+    port = service["spec"]["ports"][0]
+    assert port["targetPort"] == "mcp"
+    hosts = {command[i + 1] for i, part in enumerate(command) if part == "--allowed-host"}
+    assert f"{service['metadata']['name']}:{port['port']}" in hosts
+    assert service["spec"]["selector"].items() <= (
+        _documents(TENANTS)["Deployment"]["spec"]["template"]["metadata"]["labels"].items()
+    )
+
+
+def test_the_tenants_command_line_serves_under_a_read_only_tmp(tmp_path: Path) -> None:
+    """The manifest's command as written (its paths mapped to this machine's), under a
+    read-only /tmp and /var/tmp with a tmpfs where the run directory volume goes."""
+    if not can_unshare():
+        pytest.skip("needs root and unshare -m (a private mount namespace)")
+    _, container, _ = _tenants_container()
+    run_volume, served = tmp_path / "run", tmp_path / "alice"
+    run_volume.mkdir()
+    served.mkdir()
+    (served / "hello.txt").write_text("hello alice\n")
+    tenants_file = tmp_path / "tenants.toml"
+    tenants_file.write_text(
+        tenants_toml(
+            {"name": "alice", "token_sha256": hash_token(TOKEN_A), "directories": [str(served)]}
+        )
+    )
+    port = free_port()
+    command = [
+        part.replace("/etc/sandboxfs/tenants.toml", str(tenants_file))
+        .replace("/run/sandboxfs", str(run_volume))
+        .replace("0.0.0.0:8080", f"127.0.0.1:{port}")
+        for part in container["command"]
+    ]
+    argv = read_only_tmp([*SERVER, *command[1:]], run_volume)
+    log = tmp_path / "front.log"
+    with log.open("wb") as errlog:
+        process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=errlog, env=server_env())
+    try:
+        wait_healthy(port, process, log)
+        _wait(lambda: "tenant alice: worker ready" in log.read_text())
+        front = Front(process, port, log, tenants_file, served, served)
+        assert front.text(TOKEN_A, "read_text_file", path=str(served / "hello.txt")) == (
+            "hello alice\n"
+        )
+        assert f"workers' sockets in {run_volume}/sandboxfs-" in log.read_text()
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=60) == 0
 
 
 def test_the_paths_agree_and_the_token_stays_out_of_reach() -> None:

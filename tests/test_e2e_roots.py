@@ -245,3 +245,49 @@ def test_landlock_confines_client_roots_to_the_command_line(tree: Tree) -> None:
         )
 
     run(main)
+
+
+def test_answers_the_sdk_client_sends_over_the_bounds_are_refused_whole(tree: Tree) -> None:
+    """Through the SDK's own client: an error answer, 20,000 roots and a 100 kB URI
+    (all of which the SDK lets through) are each dropped whole, with the Roots in
+    force kept; the good answer after them is taken."""
+    first, good = tree.base / "first", tree.base / "good"
+    first.mkdir()
+    good.mkdir()
+
+    class Scripted(Roots):
+        def __init__(self) -> None:
+            super().__init__([str(first)])
+            self.next: types.ListRootsResult | types.ErrorData | None = None
+
+        async def answer(self, ctx):  # type: ignore[no-untyped-def]
+            if self.next is None:
+                return await super().answer(ctx)
+            self.asked += 1
+            return self.next
+
+    roots = Scripted()
+    many = [types.Root(uri=(first / str(i)).as_uri()) for i in range(20_000)]
+    scripted = [
+        types.ErrorData(code=-32603, message="roots are busy\nforged"),
+        types.ListRootsResult(roots=many),
+        types.ListRootsResult(roots=[types.Root(uri="file:///" + "a" * 100_000)]),
+    ]
+
+    async def main() -> None:
+        async with session("--no-landlock", era="2025", roots=roots) as s:
+            assert await _allowed(s) == [str(first)]
+            for answer in scripted:
+                roots.next = answer
+                await _changed(s, roots, [])
+                assert await _allowed(s) == [str(first)]
+            roots.next = None
+            await _changed(s, roots, [str(good)])
+            assert await _allowed(s) == [str(good)]
+            log = s.log()
+        assert "the client answered with an error -32603: " in log
+        assert "it names 20000 roots; at most 256 are taken" in log
+        assert "root 1 has a URI of 100008 characters" in log
+        assert "roots are busy\nforged" not in log
+
+    run(main)

@@ -20,10 +20,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from roots_answers import REPORTED_MALFORMED_ANSWERS
 from wire_oracle import WireOracle
 
 from helpers import Tree
-from mcp_client import SERVER, raw_exchange, server_env
+from mcp_client import PATCHED, SERVER, raw_exchange, server_env
 
 PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
@@ -251,9 +252,11 @@ def test_client_text_cannot_forge_a_log_record(tree: Tree) -> None:
 class LiveClient:
     """A server on pipes that the test talks to line by line; every reply is checked."""
 
-    def __init__(self, args: list[str], env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, args: list[str], env: dict[str, str] | None = None, server: list[str] = SERVER
+    ) -> None:
         self.proc = subprocess.Popen(
-            [*SERVER, *args],
+            [*server, *args],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -329,8 +332,10 @@ class LiveClient:
 
 
 @contextmanager
-def live(args: list[str], env: dict[str, str] | None = None) -> Iterator[LiveClient]:
-    client = LiveClient(args, env)
+def live(
+    args: list[str], env: dict[str, str] | None = None, server: list[str] = SERVER
+) -> Iterator[LiveClient]:
+    client = LiveClient(args, env, server)
     try:
         yield client
     finally:
@@ -439,6 +444,70 @@ def test_a_storm_of_roots_changes_ends_on_the_newest_and_leaks_no_descriptor(tre
         assert client.roots_asked <= 1 + 40 * 5 + 1
         assert client.fd_count() <= baseline + 1  # one more root open now, nothing else
         assert client.close() == 0
+
+
+CHANGED = json.dumps({"jsonrpc": "2.0", "method": "notifications/roots/list_changed"})
+
+
+def test_malformed_roots_answers_are_dropped_and_the_next_good_one_is_taken(tree: Tree) -> None:
+    """Issue 26's list, answered by a raw client to a server without command-line
+    directories (the client's Roots decide): each malformed answer is logged
+    (escaped, bounded) and dropped, the Roots in force stay, nothing stays
+    outstanding, and the good answer after them is taken."""
+    first, good = tree.base / "first", tree.base / "good"
+    first.mkdir()
+    good.mkdir()
+    with live(["--no-landlock"]) as client:
+        client.send(*initialize(capabilities={"roots": {"listChanged": True}}))
+        client.answer(0)
+        client.send(_roots_answer(client.expect(_is_roots_list)["id"], first))
+        assert _allowed(client, 1) == [str(first)]
+        baseline = client.fd_count()
+        for number, (what, body) in enumerate(REPORTED_MALFORMED_ANSWERS.items(), 2):
+            client.send(CHANGED)
+            ask = client.expect(_is_roots_list)  # asked at once: nothing was outstanding
+            client.send(json.dumps({"jsonrpc": "2.0", "id": ask["id"], **body}))
+            assert _allowed(client, number) == [str(first)], what
+        assert client.fd_count() <= baseline
+        client.send(CHANGED)
+        client.send(_roots_answer(client.expect(_is_roots_list)["id"], good))
+        assert _allowed(client, 99) == [str(good)]
+        assert client.close() == 0
+    log = b"".join(client.stderr).decode()
+    dropped = [line for line in log.splitlines() if "Could not get the client's Roots" in line]
+    assert len(dropped) == len(REPORTED_MALFORMED_ANSWERS), log[-3000:]
+    assert all(len(line) < 600 for line in log.splitlines()), "a log line is not bounded"
+    assert '{"forged": 1}' not in log  # escaped
+    assert "20000 roots; at most 256" in log and "100008 characters" in log
+
+
+def test_a_client_that_never_answers_stalls_no_call_and_is_asked_again(tree: Tree) -> None:
+    """A question that is never answered is given up after the Roots timeout (2 s
+    here, by a test patch; 30 s in the server): calls waiting for it then run with
+    the directories in force, a change announced meanwhile does not ask again, a
+    late answer is ignored, and a later change asks again."""
+    other = tree.base / "other"
+    other.mkdir()
+    server = [*PATCHED, "roots-timeout=2"]
+    with live(["--no-landlock", str(tree.root)], server=server) as client:
+        client.send(*initialize(capabilities={"roots": {"listChanged": True}}))
+        client.answer(0)
+        unanswered = client.expect(_is_roots_list)
+        client.send(*[CHANGED] * 50)  # a storm while the question is out
+        assert _allowed(client, 1) == [str(tree.root)]  # ran once the wait was over
+        client.wait_for_log("no answer to roots/list within 2 s")
+        client.send(_roots_answer(unanswered["id"], other))  # too late: ignored
+        assert _allowed(client, 2) == [str(tree.root)]
+        client.send(CHANGED)
+        ask = client.expect(_is_roots_list)
+        assert ask["id"] != unanswered["id"]
+        client.send(_roots_answer(ask["id"], other))
+        assert _allowed(client, 3) == [str(other)]
+        assert client.close() == 0
+        while (reply := client.replies.get(timeout=60)) is not None:
+            client.oracle.received(reply)
+    asked = [r for r in client.oracle.server_requests if r.get("method") == "roots/list"]
+    assert len(asked) == 2  # the storm during the unanswered question asked nothing more
 
 
 def test_32_requests_in_flight_are_all_answered(tree: Tree) -> None:

@@ -242,6 +242,34 @@ def test_a_repeated_host_is_refused(served: Sidecar) -> None:
     assert b"jsonrpc" not in answer.body
 
 
+def test_a_refused_host_is_named_with_the_option_that_allows_it(served: Sidecar) -> None:
+    """What ``docker run -p 9090:8080`` meets: the 421 says which Host came and what to
+    add; client text in it is escaped, and the operator's log says it too (once)."""
+    message, headers = request("tools/list")
+    mapped = f"localhost:{served.port + 1}"
+    answer = exchange(served, message, headers, host=mapped)
+    assert answer.status == 421, answer
+    assert answer.header("x-content-type-options") == "nosniff"
+    assert (
+        answer.body
+        == (
+            f"Misdirected request: this server does not answer to Host {mapped}; if you reach "
+            f"it by that name, start it with --allowed-host {mapped}\n"
+        ).encode()
+    )
+    odd = "\xe9vil\\.com:1 " + "x" * 300  # obs-text, a backslash, a space: client text
+    answer = exchange(served, message, headers, host=odd)
+    assert answer.status == 421 and answer.body.isascii()
+    assert b"'\\xe9vil\\x5c.com:1\\x20xxx" in answer.body and b"x" * 201 not in answer.body
+    exchange(served, message, headers, host=mapped)  # refused again: logged once
+    log = served.log.read_text()
+    assert log.count(f"refused Host {mapped} (421)") == 1
+    assert f"start it with --allowed-host {mapped}" in log and "\xe9" not in log
+    no_host = f"POST /mcp HTTP/1.0\r\nAuthorization: Bearer {TOKEN}\r\n\r\n".encode()
+    missing = raw(served.port, no_host)  # HTTP/1.0: the body runs to the end
+    assert missing.startswith(b"HTTP/1.1 421 ") and b"no Host header" in missing
+
+
 # -- Origin --------------------------------------------------------------------------
 
 

@@ -76,6 +76,21 @@ KILLED_BY = {
     "ask-judges-the-name-given": (
         "tests/test_ask.py::test_the_gate_judges_every_change_at_its_canonical_place"
     ),
+    "directory-counts-include-hidden-entries": (
+        "tests/test_hidden_metadata.py::"
+        "test_directories_with_and_without_hidden_entries_look_the_same"
+    ),
+    "drop-the-policy-of-client-roots": (
+        "tests/test_config.py::test_client_roots_carry_the_rules_given_without_directories"
+        "[policy-file]"
+    ),
+    "seccomp-filter-allows-what-it-lists": (
+        "tests/test_seccomp.py::test_every_denied_call_is_refused_by_the_filter_alone"
+    ),
+    "parse-supervisor-inherits-descriptors": (
+        "tests/test_parse_helpers.py::"
+        "test_the_supervisor_and_its_helpers_hold_no_directory_and_are_confined"
+    ),
 }
 
 

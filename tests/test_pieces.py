@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import tracemalloc
 from typing import Any
 
 from hypothesis import given, settings
@@ -37,9 +38,27 @@ def test_a_big_answer_is_cut_and_equals_the_whole() -> None:
     message = _answer(text, {"content": text, "revision": "sha256:0", "n": 1})
     cut = encode_pieces(message)
     assert len(cut) > 4  # the text twice, several slices each
-    assert cut[1] is cut[cut.index(cut[1], 2)]  # the second copy: the first's pieces
+    second = cut.index(cut[1], 2)
+    assert cut[1] == cut[second] and cut[1] is not cut[second]  # escaped again, not kept
     assert max(map(len, cut)) < 2 * SPLICE_AT  # no piece holds the whole text
     assert b"".join(cut) == encode(message)
+
+
+def test_what_is_held_while_pieces_are_written_is_one_slices_escape() -> None:
+    """A text of control characters escapes to six times its size: writing it (twice,
+    as text and structuredContent) holds one slice's escape at a time, never the
+    whole escape (which an answer a client does not read would otherwise pin)."""
+    text = "\x01" * (16 * SPLICE_AT)
+    message = _answer(text, {"content": text})
+    escaped = 6 * len(text)
+    tracemalloc.start()
+    try:
+        written = sum(len(piece) for piece in _encode_pieces(message))  # type: ignore[union-attr]
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert written > 2 * escaped  # both copies were written ...
+    assert peak < escaped // 3, peak  # ... holding about one slice's escape at a time
 
 
 def test_undecodable_bytes_across_a_slice_boundary_are_cleaned_as_in_the_whole() -> None:

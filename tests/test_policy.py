@@ -433,12 +433,14 @@ def _sandboxfs(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_policy_options_without_directories_and_bad_files_are_usage_errors(
+def test_policy_options_without_directories_to_serve_and_bad_files_are_refused(
     tmp_path: Path,
 ) -> None:
-    run = _sandboxfs("--hide", "*.pem")
+    # (Over stdio, rules without directories apply to the client's Roots:
+    # tests/test_config.py.)
+    run = _sandboxfs("--hide", "*.pem", "--http", "127.0.0.1:0")
     assert run.returncode == 2
-    assert "--hide needs command-line directories" in run.stderr
+    assert "serving HTTP needs at least one directory" in run.stderr
     bad = tmp_path / "p.toml"
     bad.write_text("hide = 3\n")
     run = _sandboxfs("--policy", str(bad), str(tmp_path))

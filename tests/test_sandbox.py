@@ -547,7 +547,7 @@ def test_a_listing_and_its_revision_come_from_one_reading(tree: Tree) -> None:
     (tree.root / "d" / "link").symlink_to("g.txt")
     sandbox = Sandbox(tree.sandbox().resolver, Limits(revision_entries=4))
     assert sandbox.list_dir("d").revision is None  # computed only when asked for
-    entries, revision, _ = sandbox.list_dir("d", tree_revision=True)
+    entries, revision, *_ = sandbox.list_dir("d", tree_revision=True)
     assert [(e.name, e.kind) for e in entries] == [
         ("e", "directory"),
         ("g.txt", "file"),
@@ -646,15 +646,15 @@ def test_a_whole_read_sees_growth_after_its_fstat(tree: Tree) -> None:
     target.write_bytes(b"0123456789")
     stale = os.stat(target)
     target.write_bytes(b"0123456789" * 3)  # grew after the stat the read relies on
-    with OpenFile(os.open(target, os.O_RDONLY), stale) as f:
+    with OpenFile(os.open(target, os.O_RDONLY), stale, "log.txt") as f:
         assert whole_bytes(f, 64, "log.txt") == b"0123456789" * 3
     with (
-        OpenFile(os.open(target, os.O_RDONLY), stale) as f,
+        OpenFile(os.open(target, os.O_RDONLY), stale, "log.txt") as f,
         pytest.raises(LimitExceeded, match="grew past"),
     ):
         whole_bytes(f, 25, "log.txt")
     target.write_bytes(b"01234")  # and shrinking is no error
-    with OpenFile(os.open(target, os.O_RDONLY), stale) as f:
+    with OpenFile(os.open(target, os.O_RDONLY), stale, "log.txt") as f:
         assert whole_bytes(f, 64, "log.txt") == b"01234"
 
 
@@ -708,7 +708,7 @@ def test_a_tree_over_the_budget_is_given_up_before_any_entry_is_stat_ed(
     limits = Limits(revision_entries=50, tree_depth=1)
     sandbox = Sandbox(tree.sandbox().resolver, limits)
     assert sandbox.revision("big") is None  # 62 entries
-    entries, revision, _ = sandbox.list_dir("big", tree_revision=True)
+    entries, revision, *_ = sandbox.list_dir("big", tree_revision=True)
     assert len(entries) == 31 and revision is None
     assert stat_ed == []
     # Within the budget once the depth limit is counted as the description counts it:

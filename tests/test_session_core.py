@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mcp_types import methods
+from roots_answers import REPORTED_MALFORMED_ANSWERS
 from wire_oracle import WireOracle
 
 from sandboxfs.core.allowlist import AllowList, Root
@@ -33,8 +34,15 @@ from sandboxfs.session.effects import (
     StartTimer,
     UseCommandLine,
 )
-from sandboxfs.session.jsonrpc import ProtocolError, decode, encode
-from sandboxfs.session.rooturis import root_uris
+from sandboxfs.session.jsonrpc import ROOTS_FETCH_TIMEOUT, ProtocolError, decode, encode
+from sandboxfs.session.rooturis import (
+    MAX_CLIENT_ROOTS,
+    MAX_ROOT_URI_CHARS,
+    SHOWN_CHARS,
+    MalformedRoots,
+    root_uris,
+    shown,
+)
 from sandboxfs.session.server import SandboxfsServer, ServerOptions
 
 MODERN = "2026-07-28"
@@ -341,7 +349,8 @@ def test_calls_wait_for_the_clients_roots_and_run_once_they_are_in_force(
     config: SessionConfig,
 ) -> None:
     c, ask = _roots_session(config)
-    assert c.request(1, "tools/call", tool_call()) == []  # waits
+    waits = c.request(1, "tools/call", tool_call())
+    assert calls(waits) == [] and sends(waits) == []  # waits (a timer bounds the wait)
     opened = c.feed(_roots_answer(ask, "/srv/a"))
     assert [type(e) for e in opened] == [OpenRoots]
     assert isinstance(opened[0], OpenRoots) and opened[0].uris == ("file:///srv/a",)
@@ -404,6 +413,106 @@ def test_roots_that_cannot_be_had_keep_what_is_in_force_and_release_the_calls(
     assert len(calls(effects)) == 1
     if how == "input ended":  # nothing more is asked on a closed input
         assert c.notify("notifications/roots/list_changed") == []
+
+
+def test_each_reported_malformed_answer_is_dropped_and_the_next_good_one_taken(
+    config: SessionConfig,
+) -> None:
+    """Every malformed answer settles its question (a KeepRoots, never an OpenRoots),
+    releases the calls that waited, leaves nothing outstanding (the next change asks
+    at once), and the good answer after them is taken."""
+    c, ask = _roots_session(config)
+    opened = c.feed(_roots_answer(ask, "/srv/first"))
+    c.check(c.session.roots_settled(opened[0].generation))
+    for what, body in REPORTED_MALFORMED_ANSWERS.items():
+        asks = sends(c.notify("notifications/roots/list_changed"))
+        assert [m["method"] for m in asks] == ["roots/list"], what  # nothing outstanding
+        c.request(f"call-{what}", "tools/call", tool_call())
+        effects = c.feed({"jsonrpc": "2.0", "id": asks[0]["id"], **body})
+        assert not any(isinstance(e, OpenRoots) for e in effects), what
+        keep = [e for e in effects if isinstance(e, KeepRoots)]
+        assert len(keep) == 1 and "\n" not in keep[0].reason, what
+        assert len(keep[0].reason) < 400, what  # client text is bounded
+        assert len(calls(effects)) == 1, what  # the call that waited runs
+    asks = sends(c.notify("notifications/roots/list_changed"))
+    opened = c.feed(_roots_answer(asks[0]["id"], "/srv/good"))
+    assert isinstance(opened[0], OpenRoots) and opened[0].uris == ("file:///srv/good",)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        '{"id": "%s", "result": {"roots": []}}',  # no jsonrpc member
+        '{"jsonrpc": "1.0", "id": "%s", "result": {"roots": []}}',
+        '{"jsonrpc": "2.0", "id": "%s", "result": {"roots": []}, "error": {"code": 1}}',
+        '{"jsonrpc": "2.0", "id": "%s", "error": "no"}',
+        '{"jsonrpc": "2.0", "id": "%s", "error": null}',
+    ],
+)
+def test_an_answer_with_a_broken_envelope_still_settles_the_question(
+    config: SessionConfig, line: str
+) -> None:
+    c, ask = _roots_session(config)
+    c.request(1, "tools/call", tool_call())
+    effects = c.line((line % ask).encode())
+    assert len([e for e in effects if isinstance(e, KeepRoots)]) == 1
+    assert len(calls(effects)) == 1 and sends(effects) == []  # a response is never answered
+    asks = sends(c.notify("notifications/roots/list_changed"))
+    assert [m["method"] for m in asks] == ["roots/list"]
+
+
+def test_an_unanswered_question_is_given_up_and_a_later_change_asks_again(
+    config: SessionConfig,
+) -> None:
+    c, ask = _roots_session(config)
+    c.request(1, "tools/call", tool_call())
+    assert sends(c.notify("notifications/roots/list_changed")) == []  # one question out
+    effects = c.session.timer_expired(f"roots:{ask}")
+    assert len([e for e in effects if isinstance(e, KeepRoots)]) == 1 and len(calls(effects)) == 1
+    assert len(calls(c.request(2, "tools/call", tool_call()))) == 1  # nothing is awaited now
+    assert c.feed(_roots_answer(ask, "/srv/late")) == []  # a late answer is ignored
+    asks = sends(c.notify("notifications/roots/list_changed"))
+    assert len(asks) == 1 and asks[0]["id"] != ask
+    opened = c.feed(_roots_answer(asks[0]["id"], "/srv/now"))
+    assert isinstance(opened[0], OpenRoots) and opened[0].uris == ("file:///srv/now",)
+
+
+def test_a_storm_of_changes_cannot_hold_calls_past_the_wait_bound(
+    config: SessionConfig,
+) -> None:
+    """A client that announces a change before each answer arrives keeps a question
+    out forever; its calls still run once they waited ROOTS_FETCH_TIMEOUT."""
+    c, ask = _roots_session(config)
+    waits = c.request(1, "tools/call", tool_call())
+    timers = [e for e in waits if isinstance(e, StartTimer)]
+    assert len(timers) == 1 and timers[0].seconds == ROOTS_FETCH_TIMEOUT
+    assert c.request(2, "tools/call", tool_call()) == []  # one timer for all who wait
+    for _ in range(20):  # each answer is superseded by the next change
+        c.notify("notifications/roots/list_changed")
+        asks = sends(c.feed(_roots_answer(ask, "/srv/stale")))
+        assert len(asks) == 1
+        ask = asks[0]["id"]
+    assert c.session.timer_expired("roots-wait:999") == []  # a stale timer
+    released = c.session.timer_expired(timers[0].name)
+    assert [call.key for call in calls(released)] == [1, 2]
+    assert c.session.timer_expired(timers[0].name) == []  # once
+    c.complete(released)
+    # The question is still out: a new call waits again, under a new bound.
+    again = c.request(3, "tools/call", tool_call())
+    assert calls(again) == [] and len([e for e in again if isinstance(e, StartTimer)]) == 1
+    opened = c.feed(_roots_answer(ask, "/srv/new"))
+    assert len(calls(c.session.roots_settled(opened[0].generation))) == 1
+
+
+def test_changes_from_a_client_without_roots_are_ignored_and_said_once(
+    config: SessionConfig, caplog: pytest.LogCaptureFixture
+) -> None:
+    c = Conversation(config)
+    c.greet()
+    with caplog.at_level(logging.INFO, logger="sandboxfs"):
+        for _ in range(1000):
+            assert c.notify("notifications/roots/list_changed") == []
+    assert sum("Ignoring roots/list_changed" in r.getMessage() for r in caplog.records) == 1
 
 
 def test_a_client_without_roots_uses_the_command_line_said_once(config: SessionConfig) -> None:
@@ -473,31 +582,105 @@ URIS = [
 ]
 
 
-@pytest.mark.parametrize("uri", URIS)
-def test_root_uris_are_checked_and_normalized_as_the_sdk_does(uri: str) -> None:
-    answer = {"roots": [{"uri": uri, "name": "n"}]}
+def _sdk_uris(answer: Any) -> list[str] | None:
+    """What the SDK's models take of an answer: its URIs, or None if refused."""
     try:
-        sdk: list[str] = [
-            str(root.uri) for root in types.ListRootsResult.model_validate(answer).roots
-        ]
+        return [str(root.uri) for root in types.ListRootsResult.model_validate(answer).roots]
     except ValueError:
-        sdk = []  # the SDK refuses the answer; the core skips the root
-    assert root_uris(answer) == sdk
+        return None
 
 
-def test_malformed_roots_answers_are_refused() -> None:
-    for answer in (None, {}, {"roots": 5}, "roots"):
-        with pytest.raises(ValueError):
+def _core_uris(answer: Any) -> list[str] | None:
+    try:
+        return root_uris(answer)
+    except MalformedRoots:
+        return None
+
+
+#: Answers the SDK takes or refuses as a whole, besides the URI table: the core must
+#: agree on every one (and on the URIs it takes).
+ANSWERS: list[Any] = [
+    None,
+    [],
+    "roots",
+    5,
+    {},
+    {"roots": 5},
+    {"roots": None},
+    {"roots": {"uri": "file:///a"}},
+    {"roots": []},
+    {"roots": [5]},
+    {"roots": [None]},
+    {"roots": [{"name": "x"}]},
+    {"roots": [{"uri": 7}]},
+    {"roots": [{"uri": None}]},
+    {"roots": [{"uri": "file:///a", "name": 5}]},
+    {"roots": [{"uri": "file:///a", "name": None}]},
+    {"roots": [{"uri": "file:///a", "name": ["x"]}]},
+    {"roots": [{"uri": "file:///a", "_meta": 5}]},
+    {"roots": [{"uri": "file:///a", "_meta": {"k": 1}}]},
+    {"roots": [{"uri": "file:///a", "meta": "x"}]},
+    {"roots": [{"uri": "file:///a"}], "_meta": []},
+    {"roots": [{"uri": "file:///a"}], "_meta": None},
+    {"roots": [{"uri": "file:///a", "other": 1}], "nextCursor": 3},
+    {"roots": [{"uri": "file:///a"}, {"uri": "http://x/"}]},
+    {"roots": [{"uri": "file:///a"}, {"uri": "file:///b"}, 5]},
+    {"roots": [{"uri": "file:///a"}, {"uri": "file:///a"}]},
+]
+
+
+@pytest.mark.parametrize("answer", [{"roots": [{"uri": u, "name": "n"}]} for u in URIS] + ANSWERS)
+def test_roots_answers_are_taken_or_refused_as_the_sdk_does(answer: Any) -> None:
+    """The core takes exactly the answers the SDK's models take (with the same URIs),
+    and refuses the rest as a whole: a malformed root is never skipped silently."""
+    assert _core_uris(answer) == _sdk_uris(answer)
+
+
+def test_an_answer_over_a_bound_is_refused_as_a_whole() -> None:
+    many = {"roots": [{"uri": f"file:///r{i}"} for i in range(MAX_CLIENT_ROOTS)]}
+    assert len(root_uris(many)) == MAX_CLIENT_ROOTS  # at the bound: taken
+    many["roots"].append({"uri": "file:///one-more"})
+    assert _sdk_uris(many) is not None  # the SDK would take it; the bound refuses it
+    with pytest.raises(MalformedRoots, match=f"names 257 roots; at most {MAX_CLIENT_ROOTS}"):
+        root_uris(many)
+    longest = "file:///" + "a" * (MAX_ROOT_URI_CHARS - len("file:///"))
+    assert root_uris({"roots": [{"uri": longest}]}) == [longest]
+    longer = {"roots": [{"uri": "file:///x"}, {"uri": longest + "a"}]}
+    assert _sdk_uris(longer) is not None
+    with pytest.raises(MalformedRoots, match=f"root 2 has a URI of {MAX_ROOT_URI_CHARS + 1}"):
+        root_uris(longer)
+    # The longest Linux path, every byte percent-encoded, is within the bound.
+    assert len("file://localhost/" + "%41" * 4095) <= MAX_ROOT_URI_CHARS
+
+
+def test_malformed_roots_answers_are_refused_saying_why() -> None:
+    reasons = {
+        "null": None,
+        "the result is a list, not an object": [],
+        "its roots are a number, not a list": {"roots": 5},
+        "root 2 is a number, not an object": {"roots": [{"uri": "file:///a"}, 5]},
+        "root 1 has no uri": {"roots": [{"name": "x"}]},
+        "root 1 has a number for its uri, not a string": {"roots": [{"uri": 7}]},
+        "root 1 has a number for its name, not a string": {
+            "roots": [{"uri": "file:///a", "name": 5}]
+        },
+        "root 1 is not a file: URI: http://x": {"roots": [{"uri": "http://x"}]},
+    }
+    for reason, answer in reasons.items():
+        with pytest.raises(MalformedRoots) as refused:
             root_uris(answer)
-    assert root_uris({"roots": [5, {"name": "x"}, {"uri": 7}]}) == []
+        assert reason in str(refused.value)
 
 
-def test_client_text_reaching_the_log_is_escaped(caplog: pytest.LogCaptureFixture) -> None:
+def test_client_text_in_a_reason_is_escaped_and_bounded() -> None:
     forged = 'http://x\n{"event": "tools/call", "tool": "forged"}'
-    with caplog.at_level(logging.DEBUG, logger="sandboxfs"):
-        root_uris({"roots": [{"uri": forged}, {"uri": "file:///\udcff\n"}]})
-    messages = [r.getMessage() for r in caplog.records]
-    assert messages and all("\n" not in m for m in messages)
+    for uri in (forged, "http://\udcff\n" + "x" * 100_000, "file://[" + "\n" * 50_000):
+        with pytest.raises(MalformedRoots) as refused:
+            root_uris({"roots": [{"uri": uri}]})
+        reason = str(refused.value)
+        assert "\n" not in reason and len(reason) < 2 * SHOWN_CHARS + 100, reason
+    assert shown("a" * 1000).endswith("... (1000 characters)")
+    assert shown("a\nb") == '"a\\nb"'
 
 
 # -- random conversations, checked by the SDK --------------------------------------------

@@ -97,10 +97,11 @@ def test_refuses_non_loopback_without_a_token(tree: Tree, tmp_path: Path) -> Non
         env=server_env(),
         timeout=60,
     )
-    assert result.returncode == 1
+    assert result.returncode == 2  # the configuration is refused
     assert "without a bearer token" in result.stderr
     token_file = tmp_path / "token"
     token_file.write_text("")
+    token_file.chmod(0o600)
     empty = subprocess.run(
         [*SERVER, "--http", "127.0.0.1:1", "--token-file", str(token_file), str(tree.root)],
         capture_output=True,
@@ -108,7 +109,7 @@ def test_refuses_non_loopback_without_a_token(tree: Tree, tmp_path: Path) -> Non
         env=server_env(),
         timeout=60,
     )
-    assert empty.returncode == 1 and "is empty" in empty.stderr
+    assert empty.returncode == 2 and "is empty" in empty.stderr
 
 
 @pytest.mark.parametrize("blank", ["", "  ", "\t\n"])
@@ -123,7 +124,7 @@ def test_an_empty_token_is_never_a_credential(tree: Tree, blank: str, host: str)
         env=server_env({"SANDBOXFS_TOKEN": blank}),
         timeout=60,
     )
-    assert result.returncode == 1, result.stderr
+    assert result.returncode == 2, result.stderr
     assert "SANDBOXFS_TOKEN is set but empty" in result.stderr
 
 
@@ -137,6 +138,7 @@ def test_token_file_and_unix_socket(tree: Tree) -> None:
         socket_path = f"{short}/mcp.sock"
         token_file = Path(short) / "token"
         token_file.write_text(TOKEN + "\n")
+        token_file.chmod(0o600)
         process = subprocess.Popen(
             [*SERVER, "--unix", socket_path, "--token-file", str(token_file), str(tree.root)],
             stdout=subprocess.DEVNULL,
@@ -158,6 +160,8 @@ def test_token_file_and_unix_socket(tree: Tree) -> None:
             assert process.wait(timeout=30) == 0
             assert process.stderr is not None
             process.stderr.close()
+        # Landlock left the server no right to remove it: its helper did.
+        assert not Path(socket_path).exists()
 
 
 def test_sigterm_finishes_the_call_in_flight(tree: Tree, tmp_path: Path) -> None:
@@ -184,7 +188,9 @@ def test_sigterm_finishes_the_call_in_flight(tree: Tree, tmp_path: Path) -> None
             assert s.request("POST", "/mcp", INIT, JSON_HEADERS)[0] == 503
         assert results == ["finished\n"]
 
-    with sidecar(str(tree.root), tmp=tmp_path, env=stall) as s:
+    # Resolving the path and reading the file are each a stalled step (10 s in all):
+    # a grace longer than both.
+    with sidecar(str(tree.root), "--shutdown-grace", "30", tmp=tmp_path, env=stall) as s:
         run(lambda: main(s))
         assert s.process.wait(timeout=60) == 0
         log = s.log.read_text()

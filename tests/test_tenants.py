@@ -271,7 +271,9 @@ def test_a_wrong_or_missing_token_gets_401(shared: Front, headers: dict[str, str
 
 def test_host_and_origin_are_checked_by_the_front(shared: Front) -> None:
     body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).encode()
-    assert shared.post(TOKEN_A, body, {**HEADERS, "Host": "evil.com"})[0] == 421
+    status, _, refused = shared.post(TOKEN_A, body, {**HEADERS, "Host": "evil.com"})
+    assert status == 421 and b"Host evil.com;" in refused  # named, with the option
+    assert refused.endswith(b"start it with --allowed-host evil.com\n")
     origin = {**HEADERS, "Origin": "http://127.0.0.1:1.evil.com"}
     assert shared.post(TOKEN_A, body, origin)[0] == 403
     assert shared.post(TOKEN_A, body, {**HEADERS, "Origin": "http://localhost:3000"})[0] == 200
@@ -462,6 +464,10 @@ def test_a_worker_that_cannot_start_is_given_up_until_a_reload_adds_tenants(
         assert "tenant z: sandboxfs: error: allowed directory" in f.log_text()
         status, data = f.call(TOKEN_B, "list_directory", path=str(missing))
         assert status == 502 and json.loads(data)["error"]["code"] == -32603
+        assert readyz(port) == (  # not everything configured is served: not ready
+            503,
+            b"not ready: 1 of 2 tenants not served (1 given up after failed starts)\n",
+        )
         (good / "g.txt").write_text("g\n")
         assert f.text(TOKEN_A, "read_text_file", path=str(good / "g.txt")) == "g\n"
         missing.mkdir()
@@ -475,10 +481,22 @@ def test_a_worker_that_cannot_start_is_given_up_until_a_reload_adds_tenants(
         _wait(lambda: f.ready_pids("z") and f.ready_pids("y"))
         assert f.text(TOKEN_B, "read_text_file", path=str(missing / "z.txt")) == "z\n"
         assert f.text(token_y, "read_text_file", path=str(added / "y.txt")) == "y\n"
+        assert readyz(port) == (200, b"ready\n")  # every tenant is served again
         assert _refused(f, token_y, "read_text_file", path=str(missing / "z.txt")) == "EACCES"
     finally:
         process.send_signal(signal.SIGTERM)
         assert process.wait(timeout=60) == 0
+
+
+def readyz(port: int) -> tuple[int, bytes]:
+    """The front's /readyz: its status and body."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    try:
+        connection.request("GET", "/readyz")
+        response = connection.getresponse()
+        return response.status, response.read()
+    finally:
+        connection.close()
 
 
 def test_the_front_caps_bodies_and_refuses_ambiguous_framing(tmp_path: Path) -> None:
@@ -645,10 +663,10 @@ def test_the_front_confines_itself_to_no_tcp(shared: Front) -> None:
 
 def test_hash_token_matches_sha256sum() -> None:
     done = subprocess.run(
-        [*SERVER, "hash-token"], input=b"my-token\n", capture_output=True, check=True
+        [*SERVER, "hash-token"], input=f"{TOKEN_A}\n".encode(), capture_output=True, check=True
     )
-    assert done.stdout.decode().strip() == hashlib.sha256(b"my-token").hexdigest()
-    assert hash_token(" my-token\n") == hashlib.sha256(b"my-token").hexdigest()
+    assert done.stdout.decode().strip() == hashlib.sha256(TOKEN_A.encode()).hexdigest()
+    assert hash_token(f" {TOKEN_A}\n") == hashlib.sha256(TOKEN_A.encode()).hexdigest()
     empty = subprocess.run([*SERVER, "hash-token"], input=b"\n", capture_output=True)
     assert empty.returncode == 1 and b"no token" in empty.stderr
 
@@ -734,7 +752,7 @@ def test_the_command_line_of_tenants(tmp_path: Path) -> None:
     bad.write_text(tenants_toml({**GOOD, "token_sha256": "xyz"}))
     port = str(free_port())
     cases = [
-        (["--tenants", str(bad), "--http", f"127.0.0.1:{port}"], 1, "64 hex digits"),
+        (["--tenants", str(bad), "--http", f"127.0.0.1:{port}"], 2, "64 hex digits"),
         (["--tenants", str(tmp_path / "none.toml"), "--unix", str(tmp_path / "s")], 1, "cannot"),
         (["--tenants", str(bad)], 2, "--tenants needs --http"),
         (["--tenants", str(bad), "--http", ":0", str(tmp_path)], 2, "replaces command-line"),

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final, final
 
+from sandboxfs.audit import leash
 from sandboxfs.binding import syscalls
 
 KINDS: Final = ("exchange-dir", "swap-file", "rename-away", "plant-hardlink")
@@ -63,6 +64,10 @@ def prepare(kind: str, root: Path, outside: Path, canary: bytes) -> None:
         (root / "h").write_bytes(b"inside\n")
     else:
         raise ValueError(f"unknown attack {kind!r}")
+
+
+class AttackerNotReady(RuntimeError):
+    """The attacker process could not start its attack (the audit cannot run the case)."""
 
 
 @final
@@ -158,17 +163,22 @@ class AttackerProcess:
 
     def __init__(self, kind: str, root: Path, outside: Path) -> None:
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "sandboxfs.audit.attacker", kind, str(root), str(outside)],
+            [*leash.helper("sandboxfs.audit.attacker"), kind, str(root), str(outside)],
             stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            process_group=0,  # a Ctrl-C at the terminal is the auditor's to handle
         )
         assert self.process.stdout is not None
         ready, _, _ = select.select([self.process.stdout], [], [], READY_TIMEOUT)
         line = self.process.stdout.readline() if ready else b""
         if line.strip() != b"ready":
             self.process.kill()
-            self.process.wait()
-            raise RuntimeError(f"the {kind} attacker did not get ready: {line!r}")
+            _, err = self.process.communicate()
+            words = err.decode(errors="replace").strip().splitlines()
+            why = words[-1] if words else f"no word within {READY_TIMEOUT:g} s"
+            raise AttackerNotReady(f"the {kind} attacker did not get ready: {why}")
+        assert self.process.stderr is not None
+        self.process.stderr.close()  # it writes nothing there once ready
 
     def stop(self) -> Tally:
         """Stop the attack and return its tally."""
@@ -190,6 +200,7 @@ def main(argv: list[str]) -> int:
     iterations = int(argv[3]) if len(argv) == 4 else 0
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(True))  # before "ready"
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the auditor stops it, by SIGTERM
     auditor = os.getppid()
     print("ready", flush=True)
     # An auditor that ended without stopping it (killed) leaves it to its own devices:

@@ -30,7 +30,8 @@ from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.shared.exceptions import MCPError
 
-from sandboxfs.audit import leash
+from sandboxfs.audit import dialects, leash, procs
+from sandboxfs.audit.verdicts import Trials
 
 Era = Literal["2025", "2026"]
 #: Size of the canary files: distinctive, so a reported size is recognisable.
@@ -42,7 +43,30 @@ class CaseFailed(Exception):
 
 
 class CaseSkipped(Exception):
-    """The case cannot run here (a missing tool, no privilege for mknod, ...)."""
+    """The case does not apply here (a missing tool, no privilege for mknod, ...): N/A."""
+
+
+class CaseError(Exception):
+    """The audit could not run the case (its own attacker did nothing, ...): ERROR."""
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How hard the probabilistic and the costly cases attack (``--quick`` lowers it)."""
+
+    #: Attempts a race makes when nothing gets through (it stops at the first escape).
+    race_attempts: int = 2000
+    #: A bound on a race's time, for a server so slow that its attempts never end;
+    #: reached, the race says how many attempts it made and what they prove.
+    race_seconds: float = 240.0
+    #: Rounds of outside calls after a Roots answer (a server may bring Roots in force
+    #: a few requests later).
+    roots_rounds: int = 20
+    #: Requests left pending before end of input (protocol/pending-then-end-of-input).
+    flood: int = 10_000
+
+
+QUICK: Final = Budget(race_attempts=200, race_seconds=60.0, flood=1000)
 
 
 class ServerHung(CaseFailed):
@@ -135,15 +159,36 @@ class Session:
     hung: bool = False
     #: What a case that held has to say (a race: how long it attacked), for its line.
     notes: list[str] = field(default_factory=list)
+    #: How hard to attack.
+    budget: Budget = field(default_factory=Budget)
+    #: A probabilistic case's attempts, for its verdict's confidence.
+    trials: Trials | None = None
+    #: The argument on the server's leash that finds its processes (see procs.tagged).
+    tag: str = ""
+
+    _leash_pid: int | None = None
+
+    def processes(self) -> set[int]:
+        """The server's processes (its leash and everything below it); reads /proc."""
+        if self._leash_pid is None and self.tag:
+            self._leash_pid = procs.tagged(f"--tag={self.tag}")
+        pid = self._leash_pid
+        return set() if pid is None else {pid, *procs.descendants(pid)}
 
     def has(self, tool: str) -> bool:
-        return tool in self.tools
+        """Whether the server has ``tool``, or a tool known to do the same
+        (:mod:`sandboxfs.audit.dialects`)."""
+        return dialects.translation(tool, self.tools) is not None
 
     async def call(self, tool: str, **arguments: Any) -> Reply:
-        if tool not in self.tools:
+        """Call ``tool`` (a reference tool name; the server's own name for it if it has
+        another, see :mod:`sandboxfs.audit.dialects`) with a timeout."""
+        found = dialects.translation(tool, self.tools)
+        if found is None:
             raise CaseSkipped(f"the server has no {tool} tool")
+        name, translate = found
         request = types.CallToolRequest(
-            params=types.CallToolRequestParams(name=tool, arguments=arguments)
+            params=types.CallToolRequestParams(name=name, arguments=translate(arguments))
         )
         reply: Reply | None = None
         with trio.move_on_after(self.timeout):
@@ -156,8 +201,8 @@ class Session:
                 reply = Reply(True, exc.error.message, exc.error.model_dump_json())
         if reply is None:
             self.hung = True
-            raise ServerHung(f"{tool} got no answer within {self.timeout:g} s")
-        self.replies.append(({"tool": tool, **arguments}, reply))
+            raise ServerHung(f"{_named(tool, name)} got no answer within {self.timeout:g} s")
+        self.replies.append(({"tool": _named(tool, name), **arguments}, reply))
         return reply
 
     async def alive(self) -> bool:
@@ -168,6 +213,10 @@ class Session:
             except Exception:
                 return False
         return False
+
+
+def _named(tool: str, name: str) -> str:
+    return tool if tool == name else f"{tool} (the server's {name})"
 
 
 @dataclass
@@ -196,12 +245,19 @@ class ClientRoots:
 
 @asynccontextmanager
 async def connect(
-    command: Sequence[str], root: Path, era: Era, timeout: float, log: Path | None
+    command: Sequence[str],
+    root: Path,
+    era: Era,
+    timeout: float,
+    log: Path | None,
+    *,
+    budget: Budget | None = None,
 ) -> AsyncIterator[Session]:
     """Start the server under audit on ``root`` and connect to it; its stderr goes to
     ``log`` (appended), or nowhere."""
     environment = {k: v for k, v in os.environ.items() if not k.startswith("SANDBOXFS_TEST_")}
-    async with start(_server_argv(command, root), environment, era, timeout, log) as session:
+    argv = _server_argv(command, root)
+    async with start(argv, environment, era, timeout, log, budget=budget) as session:
         yield session
 
 
@@ -214,10 +270,12 @@ async def start(
     log: Path | None,
     *,
     roots: ClientRoots | None = None,
+    budget: Budget | None = None,
 ) -> AsyncIterator[Session]:
     """Start ``argv`` and connect to it, as a client that declares ``roots`` if given
     (a case that needs a server of its own: another environment, or Roots)."""
-    leashed = leash.command(argv)  # it must not outlive the auditor
+    tag = secrets.token_hex(8)
+    leashed = leash.command(argv, tag)  # it must not outlive the auditor
     params = StdioServerParameters(command=leashed[0], args=leashed[1:], env=environment)
     with (log or Path(os.devnull)).open("a") as errlog:
         errlog.write(f"$ {shlex.join(argv)}\n")
@@ -233,7 +291,17 @@ async def start(
             with trio.fail_after(timeout):
                 listed = await client.list_tools()
             tools = {t.name: t for t in listed.tools}
-            yield Session(client, timeout, tools, argv=argv, env=environment, era=era, log=log)
+            yield Session(
+                client,
+                timeout,
+                tools,
+                argv=argv,
+                env=environment,
+                era=era,
+                log=log,
+                budget=budget or Budget(),
+                tag=tag,
+            )
 
 
 async def in_fresh_server(
@@ -247,33 +315,36 @@ async def in_fresh_server(
     declares ``roots``); its verdict comes out as itself, and its replies join those of
     ``s`` for the harness's checks."""
     verdict: list[CaseFailed | CaseSkipped] = []
-    async with start(s.argv, env or s.env, s.era, s.timeout, s.log, roots=roots) as fresh:
+    async with start(
+        s.argv, env or s.env, s.era, s.timeout, s.log, roots=roots, budget=s.budget
+    ) as fresh:
         try:
             await body(fresh)
         except (CaseFailed, CaseSkipped) as exc:  # not wrapped in the client's task group
             verdict.append(exc)
         finally:
             s.replies.extend(fresh.replies)
+            s.trials = s.trials or fresh.trials
     if verdict:
         raise verdict[0]
 
 
 @dataclass
 class Workspace:
-    """The directory tree of one audit run: the server's allowed directory and the
-    outside directories of every case."""
+    """The directory tree of one lane of an audit: the server's allowed directory
+    (``root``) and the outside directories of its cases (``outside``), alone in
+    ``base`` (what a case's Roots may name: the directory holding both)."""
 
     base: Path
 
     @classmethod
-    @contextmanager
-    def create(cls) -> Iterator[Workspace]:
-        with tempfile.TemporaryDirectory(prefix="sandboxfs-audit-") as name:
-            base = Path(name)
-            os.chmod(base, 0o755)  # noqa: S103 - a server running as another user must enter
-            (base / "root").mkdir()
-            (base / "outside").mkdir()
-            yield cls(base)
+    def lane(cls, scratch: Path, number: int) -> Workspace:
+        base = scratch / f"l{number}"
+        base.mkdir()
+        os.chmod(base, 0o755)  # noqa: S103 - a server running as another user must enter
+        (base / "root").mkdir()
+        (base / "outside").mkdir()
+        return cls(base)
 
     @property
     def root(self) -> Path:
@@ -284,6 +355,14 @@ class Workspace:
         fixture = Fixture(self.base, self.root / case_id, self.base / "outside" / case_id, token)
         fixture.build()
         return fixture
+
+
+@contextmanager
+def scratch() -> Iterator[Path]:
+    """The audit's scratch directory (every lane's workspace), removed at its end."""
+    with tempfile.TemporaryDirectory(prefix="sandboxfs-audit-") as name:
+        os.chmod(name, 0o755)  # noqa: S103 - a server running as another user must enter
+        yield Path(name)
 
 
 def leaks(fixture: Fixture, replies: list[tuple[dict[str, Any], Reply]]) -> str | None:

@@ -1,6 +1,6 @@
 """Keeps a server under audit from outliving the auditor.
 
-    python -m sandboxfs.audit.leash -- CMD ...
+    python -P -m sandboxfs.audit.leash [--tag=TAG] -- CMD ...
 
 Runs ``CMD`` as its child, on the same stdin, stdout and stderr, in a process
 group the leash leads, and ends when it ends, with its exit status.  If the
@@ -29,9 +29,17 @@ from typing import Final
 PR_SET_PDEATHSIG: Final = 1
 
 
-def command(argv: Sequence[str]) -> list[str]:
-    """``argv`` started on a leash."""
-    return [sys.executable, "-m", "sandboxfs.audit.leash", "--", *argv]
+def helper(module: str) -> list[str]:
+    """How the auditor starts one of its own modules as a process: this interpreter
+    with ``-P``, so that nothing in the working directory (a clone's ``sandboxfs/``
+    source tree, say) can shadow the installed package."""
+    return [sys.executable, "-P", "-m", module]
+
+
+def command(argv: Sequence[str], tag: str = "") -> list[str]:
+    """``argv`` started on a leash; ``tag`` (an argument of the leash's own command
+    line, see :func:`sandboxfs.audit.procs.tagged`) finds its processes again."""
+    return [*helper("sandboxfs.audit.leash"), *([f"--tag={tag}"] if tag else []), "--", *argv]
 
 
 def _child(argv: list[str], leash: int) -> None:
@@ -47,7 +55,11 @@ def _child(argv: list[str], leash: int) -> None:
 
 
 def main(argv: Sequence[str]) -> int:
-    args = list(argv[1:] if argv[:1] == ["--"] else argv)
+    args = list(argv)
+    if args[:1] and args[0].startswith("--tag="):
+        args = args[1:]  # only there to be found in /proc
+    if args[:1] == ["--"]:
+        args = args[1:]
     if not args:
         print(__doc__, file=sys.stderr)
         return 2

@@ -63,6 +63,7 @@ class RawServer:
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             env=env,
+            process_group=0,  # a Ctrl-C at the terminal is the auditor's to handle
         )
         self._replies: queue.Queue[dict[str, Any] | None] = queue.Queue()
         #: Answers already read while waiting for another (answers come in any order).

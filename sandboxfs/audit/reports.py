@@ -1,55 +1,33 @@
-"""The audit's results in the formats CI systems read: JUnit XML (what test-report
-views display) and SARIF 2.1.0 (what code-scanning dashboards ingest).
+"""The audit's results as JUnit XML (what test-report views display; SARIF, for
+code-scanning dashboards, is :mod:`sandboxfs.audit.sarif`).
 
 Guarantee: whatever the server under audit answered (a failure's reason quotes
 it), the report is well-formed.  Text XML 1.0 cannot carry (control characters,
-lone surrogates) is written as ``\\xNN``/``\\uNNNN`` escapes; SARIF is JSON, which
-carries any text once surrogates are escaped the same way.
+lone surrogates) is written as ``\\xNN``/``\\uNNNN`` escapes; JSON reports carry
+any text once surrogates are escaped the same way (:func:`json_text`).
 """
 
 from __future__ import annotations
 
-import json
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
-from typing import Any, Final, Literal, Protocol
+from typing import Final
 
-Status = Literal["PASS", "FAIL", "SKIP"]
-
-#: What each category of cases attacks, in a line a user understands.
-CATEGORY_TEXT: Final = {
-    "path-syntax": "paths that spell a way out of the allowed directory",
-    "symlinks": "symbolic links that lead outside the allowed directory",
-    "destination": "writes, moves and copies whose destination lies outside",
-    "hard-links": "hard links inside that name files outside",
-    "special-files": "FIFOs, devices and sockets planted in the tree",
-    "resource-exhaustion": "inputs that exhaust the server's memory or time",
-    "races": "paths swapped by an attacker while the server works",
-    "leaks": "answers that reveal what lies outside",
-    "protocol": "JSON-RPC no SDK client sends: unencodable text, a second handshake, a flood",
-}
-SARIF_SCHEMA: Final = "https://json.schemastore.org/sarif-2.1.0.json"
+from sandboxfs.audit.rules import rule_for
+from sandboxfs.audit.verdicts import Result
 
 #: Characters XML 1.0 cannot carry in text or attributes.
 _NOT_XML: Final = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")
 
 
-class Outcome(Protocol):
-    """One case's result, as the runner records it."""
-
-    case: str
-    status: Status
-    reason: str
-    seconds: float
-
-
 def _xml_text(text: str) -> str:
     return _NOT_XML.sub(lambda m: _escape_char(m.group()), text)
 
 
-def _json_text(text: str) -> str:
+def json_text(text: str) -> str:
+    """``text`` with lone surrogates written as ``\\uNNNN``: encodable as UTF-8."""
     return _SURROGATE.sub(lambda m: _escape_char(m.group()), text)
 
 
@@ -62,12 +40,13 @@ def _category(case_id: str) -> str:
     return case_id.split("/", 1)[0]
 
 
-def junit_xml(results: Sequence[Outcome], *, era: str, command: Sequence[str]) -> bytes:
-    """One ``testsuite`` per category, one ``testcase`` per case: a failure carries
-    its reason, a skip the feature the server lacks.  Valid against Jenkins'
-    junit-10.xsd, the schema CI systems' JUnit readers follow."""
+def junit_xml(results: Sequence[Result], *, era: str, command: Sequence[str]) -> bytes:
+    """One ``testsuite`` per category, one ``testcase`` per case: a FAIL is a
+    ``failure`` with its reason, an ERROR an ``error`` (the case could not be run), an
+    N/A a ``skipped`` with why.  Valid against Jenkins' junit-10.xsd, the schema CI
+    systems' JUnit readers follow."""
     suites = ET.Element("testsuites", name="sandboxfs audit")
-    by_category: dict[str, list[Outcome]] = {}
+    by_category: dict[str, list[Result]] = {}
     for result in results:
         by_category.setdefault(_category(result.case), []).append(result)
     for category, cases in by_category.items():
@@ -77,8 +56,8 @@ def junit_xml(results: Sequence[Outcome], *, era: str, command: Sequence[str]) -
             name=f"sandboxfs audit ({era} era): {category}",
             tests=str(len(cases)),
             failures=str(sum(r.status == "FAIL" for r in cases)),
-            errors="0",
-            skipped=str(sum(r.status == "SKIP" for r in cases)),
+            errors=str(sum(r.status == "ERROR" for r in cases)),
+            skipped=str(sum(r.status == "N/A" for r in cases)),
             time=f"{sum(r.seconds for r in cases):.3f}",
         )
         properties = ET.SubElement(suite, "properties")
@@ -93,84 +72,20 @@ def junit_xml(results: Sequence[Outcome], *, era: str, command: Sequence[str]) -
                 time=f"{result.seconds:.3f}",
             )
             reason = _xml_text(result.reason)
-            if result.status == "FAIL":
-                failure = ET.SubElement(
-                    testcase, "failure", message=reason.split("\n", 1)[0], type="escape"
+            if result.status in ("FAIL", "ERROR"):
+                failed = result.status == "FAIL"
+                element = ET.SubElement(
+                    testcase,
+                    "failure" if failed else "error",
+                    message=reason.split("\n", 1)[0],
+                    type="escape" if failed else "audit-error",
                 )
-                failure.text = f"{result.case}: {CATEGORY_TEXT.get(category, category)}\n{reason}"
-            elif result.status == "SKIP":  # junit-10.xsd: a skip's reason is its text
+                element.text = f"{result.case}: {rule_for(result.case).title}\n{reason}"
+            elif result.status == "N/A":  # junit-10.xsd: a skip's reason is its text
                 ET.SubElement(testcase, "skipped").text = reason
     # What junit-10.xsd allows on testsuites (skips are counted on each testsuite).
     suites.set("tests", str(len(results)))
     suites.set("failures", str(sum(r.status == "FAIL" for r in results)))
-    suites.set("errors", "0")
+    suites.set("errors", str(sum(r.status == "ERROR" for r in results)))
     body: bytes = ET.tostring(suites, encoding="utf-8", xml_declaration=True)
     return body + b"\n"
-
-
-def sarif(
-    results: Sequence[Outcome], *, era: str, command: Sequence[str], version: str
-) -> dict[str, Any]:
-    """A SARIF 2.1.0 log: one rule per case, one result per case run (``fail`` at
-    level ``error``, ``pass``, or ``notApplicable`` for a skip)."""
-    ids = list(dict.fromkeys(r.case for r in results))
-    index = {case_id: i for i, case_id in enumerate(ids)}
-    rules = [
-        {
-            "id": case_id,
-            "name": case_id.replace("/", "-"),
-            "shortDescription": {"text": f"{case_id}: {CATEGORY_TEXT.get(_category(case_id), '')}"},
-            "defaultConfiguration": {"level": "error"},
-            "properties": {"category": _category(case_id), "tags": ["security"]},
-        }
-        for case_id in ids
-    ]
-    entries = []
-    for result in results:
-        kind = {"FAIL": "fail", "PASS": "pass", "SKIP": "notApplicable"}[result.status]
-        text = _json_text(result.reason) or {"PASS": "held", "SKIP": "skipped"}.get(
-            result.status, "failed"
-        )
-        entries.append(
-            {
-                "ruleId": result.case,
-                "ruleIndex": index[result.case],
-                "kind": kind,
-                "level": "error" if result.status == "FAIL" else "none",
-                "message": {"text": text},
-                "locations": [
-                    {
-                        "logicalLocations": [
-                            {"name": result.case, "kind": "test", "fullyQualifiedName": result.case}
-                        ]
-                    }
-                ],
-            }
-        )
-    return {
-        "$schema": SARIF_SCHEMA,
-        "version": "2.1.0",
-        "runs": [
-            {
-                "tool": {
-                    "driver": {
-                        "name": "sandboxfs audit",
-                        "version": version,
-                        "rules": rules,
-                    }
-                },
-                "invocations": [
-                    {
-                        "executionSuccessful": True,
-                        "commandLine": _json_text(" ".join(command)),
-                        "properties": {"era": era},
-                    }
-                ],
-                "results": entries,
-            }
-        ],
-    }
-
-
-def sarif_text(log: dict[str, Any]) -> str:
-    return json.dumps(log, indent=2, ensure_ascii=False) + "\n"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import os
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final, final
 
@@ -189,6 +190,56 @@ def set_no_new_privs() -> None:
 def landlock_restrict_self(ruleset_fd: int) -> None:
     """Confine the calling thread (and threads it starts later) to the ruleset."""
     _check(lib.sfs_landlock_restrict_self(ruleset_fd))
+
+
+# -- seccomp (native/seccomp.h) -------------------------------------------------------
+
+SECCOMP_FILTER_FLAG_TSYNC: Final = lib.SFS_SECCOMP_FILTER_FLAG_TSYNC
+
+
+def seccomp_arch() -> int:
+    """The ``AUDIT_ARCH_*`` value of this build's architecture; 0 if unsupported."""
+    return int(lib.sfs_seccomp_arch())
+
+
+def seccomp_x32_bit() -> int:
+    """The bit x32 syscall numbers carry on x86_64; 0 on other architectures."""
+    return int(lib.sfs_seccomp_x32_bit())
+
+
+def syscall_number(name: str) -> int | None:
+    """This architecture's number for the syscall ``name``, or None if it has no such
+    call.  A name the shim's table (native/syscalls.txt) does not list is a
+    programming error: ValueError, never a silently skipped rule."""
+    number = int(lib.sfs_syscall_number(name.encode("ascii")))
+    if number == -1:
+        raise ValueError(f"syscall {name!r} is not in native/syscalls.txt")
+    return None if number == -2 else number
+
+
+def seccomp_install(program: Sequence[tuple[int, int, int, int]], *, tsync: bool) -> None:
+    """Install ``program`` (BPF instructions: code, jt, jf, k) as a seccomp filter of
+    the calling thread, or with ``tsync`` of every thread of the process.  Needs
+    no_new_privs (or CAP_SYS_ADMIN).  Irreversible."""
+    if not 0 < len(program) <= 4096:
+        raise ValueError(f"a seccomp program has 1 to 4096 instructions, not {len(program)}")
+    buffer = ffi.new("struct sfs_sock_filter[]", len(program))
+    for i, (code, jt, jf, k) in enumerate(program):
+        slot = buffer[i]
+        slot.code, slot.jt, slot.jf, slot.k = code, jt, jf, k
+    flags = SECCOMP_FILTER_FLAG_TSYNC if tsync else 0
+    rc = _check(lib.sfs_seccomp_install(buffer, len(program), flags))
+    if rc > 0:
+        raise OSError(errno.EBUSY, f"thread {rc} could not take the seccomp filter")
+
+
+def seccomp_action_available(action: int) -> bool:
+    """Whether the kernel filters syscalls with seccomp and knows ``action``."""
+    rc = int(lib.sfs_seccomp_action_available(action))
+    if rc in (-errno.ENOSYS, -errno.EINVAL, -errno.EOPNOTSUPP):
+        return False
+    _check(rc)
+    return True
 
 
 @final

@@ -14,7 +14,7 @@ import tomllib
 from collections.abc import Sequence
 from typing import Any
 
-from sandboxfs.cli.arguments import Arguments
+from sandboxfs.cli.config import Config
 from sandboxfs.core.allowlist import Root
 from sandboxfs.core.policy import Policy, PolicyError
 from sandboxfs.fs.approval import AskRules
@@ -33,18 +33,18 @@ def _patterns(value: Any, where: str) -> tuple[str, ...]:
     return patterns
 
 
-def ask_rules(args: Arguments, roots: Sequence[Root]) -> AskRules | None:
+def ask_rules(config: Config, roots: Sequence[Root]) -> AskRules | None:
     """The rules of ``--ask`` and the policy file; None when nothing needs asking.
     Raises PolicyError (a bad pattern) or OSError (the policy file cannot be read)."""
-    everywhere = tuple(args.ask)
+    everywhere = tuple(config.ask)
     per_directory: dict[str, tuple[str, ...]] = {}
-    if args.policy_file is not None:
-        with open(args.policy_file, "rb") as f:
+    if config.policy_file is not None:
+        with open(config.policy_file, "rb") as f:
             data = tomllib.load(f)
-        everywhere += _patterns(data.get("ask", []), f"--policy {args.policy_file}: ")
+        everywhere += _patterns(data.get("ask", []), f"--policy {config.policy_file}: ")
         for index, table in enumerate(data.get("directory", []), 1):
             own = _patterns(
-                table.get("ask", []), f"--policy {args.policy_file}: directory #{index}: "
+                table.get("ask", []), f"--policy {config.policy_file}: directory #{index}: "
             )
             if not own:
                 continue

@@ -1,31 +1,32 @@
-"""The command line: ``sandboxfs [OPTIONS] [--] DIR...``, its help, and what combines.
+"""The command line: ``sandboxfs [OPTIONS] [--] DIR...``, its options and its help.
 
 Options may appear anywhere among the directories; ``--`` ends them, so a
 directory literally named ``--read-only`` can follow it.  A command line that
-cannot be used raises :class:`UsageError` with the one problem: an unknown
-option, a bad value, or an option that would have no effect in the chosen mode
-(an HTTP option without ``--http``/``--unix``, ``--confine-roots`` over HTTP):
-an option the server would silently ignore is refused instead.
+cannot be parsed raises :class:`UsageError` with the one problem: an unknown
+option, a missing or empty value, a number that is not finite or not in its
+documented range.  What the options mean together (and with the policy file,
+the tenants file and the environment) is decided in one place,
+:mod:`sandboxfs.cli.config`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final, final
 
-from sandboxfs.core.policy import Policy, PolicyError
-from sandboxfs.fs.limits import LIMIT_HELP, Limits
-from sandboxfs.fs.workspaces import check_name, parse_age
+from sandboxfs.cli import exits
+from sandboxfs.fs.limits import LIMIT_HELP, LIMIT_RANGES, Limits, Range
+from sandboxfs.transports.connections import MAX_SEND_TIMEOUT, SEND_TIMEOUT
 from sandboxfs.transports.sidecar import Endpoint
 
 #: Exit statuses, as ``sandboxfs --help`` documents them.
-EXIT_OK: Final = 0
-#: The server could not start, or could not operate (it says why on stderr).
-EXIT_FAILED: Final = 1
-#: The command line cannot be used.
-EXIT_USAGE: Final = 2
+EXIT_OK: Final = exits.EXIT_OK
+EXIT_FAILED: Final = exits.EXIT_FAILED
+EXIT_USAGE: Final = exits.EXIT_USAGE
+EXIT_INTERRUPTED: Final = exits.EXIT_INTERRUPTED
 
 #: Boolean flags: option -> (attribute, help).
 FLAGS: Final[dict[str, tuple[str, str]]] = {
@@ -44,11 +45,23 @@ FLAGS: Final[dict[str, tuple[str, str]]] = {
     ),
     "--require-landlock": (
         "require_landlock",
-        "refuse to start if the kernel cannot apply Landlock",
+        "refuse to start unless Landlock covers everything that may be served",
+    ),
+    "--no-seccomp": (
+        "no_seccomp",
+        "do not filter syscalls with seccomp (the server and its code parser)",
+    ),
+    "--require-seccomp": (
+        "require_seccomp",
+        "refuse to start if the kernel cannot filter syscalls with seccomp",
     ),
     "--json-response": (
         "json_response",
         "answer HTTP requests with JSON bodies instead of SSE streams",
+    ),
+    "--allow-weak-tokens": (
+        "allow_weak_tokens",
+        "TESTS ONLY: accept short or well-known tokens and token files others may read",
     ),
 }
 
@@ -59,7 +72,8 @@ VALUE_OPTIONS: Final[dict[str, tuple[str, str, str, bool]]] = {
     "--token-file": (
         "token_file",
         "FILE",
-        "bearer token clients must send over HTTP (or set SANDBOXFS_TOKEN)",
+        "bearer token clients must send over HTTP, 16 bytes or more, in a file only this "
+        "user may read (or set SANDBOXFS_TOKEN)",
         False,
     ),
     "--allowed-host": ("allowed_hosts", "HOST", "also accept this Host header (HTTP)", True),
@@ -67,7 +81,13 @@ VALUE_OPTIONS: Final[dict[str, tuple[str, str, str, bool]]] = {
     "--shutdown-grace": (
         "shutdown_grace",
         "SECONDS",
-        "on SIGTERM, time calls in flight get to finish (HTTP) [10]",
+        "on SIGTERM, time calls in flight get to finish (HTTP) [10; 0 to 3600]",
+        False,
+    ),
+    "--send-timeout": (
+        "send_timeout",
+        "SECONDS",
+        "cut off a client that takes no part of its answer this long (HTTP) [30; 0.001 to 3600]",
         False,
     ),
     "--audit-log": (
@@ -98,7 +118,7 @@ VALUE_OPTIONS: Final[dict[str, tuple[str, str, str, bool]]] = {
     "--hide": (
         "hide",
         "PATTERN",
-        "treat matching paths in every directory as absent (glob; no '/': any depth)",
+        "treat matching paths in every directory (client Roots too) as absent (glob)",
         True,
     ),
     "--protect": (
@@ -135,6 +155,12 @@ VALUE_OPTIONS: Final[dict[str, tuple[str, str, str, bool]]] = {
         "a change to a matching path needs the user's yes (asked through MCP elicitation)",
         True,
     ),
+    "--run-dir": (
+        "run_dir",
+        "DIR",
+        "with --tenants: make the workers' socket directory in DIR [$XDG_RUNTIME_DIR, /tmp]",
+        False,
+    ),
 }
 
 #: What a tenants file gives each tenant: refused beside --tenants.
@@ -153,9 +179,6 @@ TENANT_OWN: Final = (
     "--ask",
 )
 
-#: The options that give directories a policy; they need directories to apply to.
-POLICY_OPTIONS: Final = ("--hide", "--protect", "--preset")
-
 #: The options that only mean something when serving HTTP.
 HTTP_ONLY: Final = (
     "--token-file",
@@ -163,6 +186,8 @@ HTTP_ONLY: Final = (
     "--allowed-origin",
     "--shutdown-grace",
     "--json-response",
+    "--allow-weak-tokens",
+    "--send-timeout",
 )
 LOG_LEVELS: Final = ("warning", "info", "debug")
 
@@ -182,12 +207,29 @@ LIMIT_OPTIONS: Final[dict[str, str]] = {
     "--max-line-bytes": "line_bytes",
 }
 
+#: Seconds of ``--shutdown-grace``: none at all up to an hour.
+SHUTDOWN_GRACE_RANGE: Final = Range(0.0, 3600.0)
+#: Seconds of ``--send-timeout``: a millisecond up to an hour.
+SEND_TIMEOUT_RANGE: Final = Range(0.001, MAX_SEND_TIMEOUT)
+
 _SHORT: Final = {"-h": "--help", "-V": "--version"}
+_WHOLE: Final = re.compile(r"[0-9]+", re.ASCII)
+_DECIMAL: Final = re.compile(r"[0-9]+(?:\.[0-9]*)?|\.[0-9]+", re.ASCII)
 
 
 @final
 class UsageError(Exception):
     """The command line cannot be used; the message says why, in one line."""
+
+
+@final
+class Refused(Exception):
+    """The configuration is refused: one line naming the conflict, and the exit
+    status (2, or 1 when a file it names cannot be read)."""
+
+    def __init__(self, message: str, status: int = EXIT_USAGE) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 @final
@@ -199,13 +241,17 @@ class Arguments:
     no_xdev: bool = False
     no_landlock: bool = False
     require_landlock: bool = False
+    no_seccomp: bool = False
+    require_seccomp: bool = False
     json_response: bool = False
+    allow_weak_tokens: bool = False
     http: str | None = None
     unix: str | None = None
     token_file: str | None = None
     allowed_hosts: list[str] = field(default_factory=list)
     allowed_origins: list[str] = field(default_factory=list)
     shutdown_grace: float = 10.0
+    send_timeout: float = SEND_TIMEOUT
     audit_log: str = "-"
     log_level: str = "info"
     workspaces: str | None = None
@@ -215,6 +261,7 @@ class Arguments:
     presets: list[str] = field(default_factory=list)
     policy_file: str | None = None
     tenants: str | None = None
+    run_dir: str | None = None
     journal: str | None = None
     journal_max_bytes: str | None = None
     journal_keep: str | None = None
@@ -224,28 +271,35 @@ class Arguments:
     show_version: bool = False
     #: The options given, as written (for the checks of what combines).
     given: set[str] = field(default_factory=set)
-    #: Where to listen, once ``--http`` has been checked.
-    endpoint: Endpoint | None = None
 
     @property
     def serves_http(self) -> bool:
         return self.http is not None or self.unix is not None
 
+    @property
+    def endpoint(self) -> Endpoint | None:
+        """Where to listen (``--http`` checked as it was parsed), or None for stdio."""
+        if self.http is not None:
+            return Endpoint.parse_tcp(self.http)
+        return None if self.unix is None else Endpoint(unix=self.unix)
 
-def _number(option: str, text: str, kind: type[int] | type[float]) -> int | float:
-    try:
-        value: int | float = kind(text)
-    except ValueError:
-        raise UsageError(f"{option} needs a number, got {text!r}") from None
-    if value <= 0 and option != "--shutdown-grace":
-        raise UsageError(f"{option} must be positive, got {text}")
-    if value < 0:
-        raise UsageError(f"{option} must not be negative, got {text}")
+
+def number(option: str, text: str, allowed: Range) -> int | float:
+    """``text`` as the number ``option`` takes: plain decimal digits (a whole number
+    for a count), finite and in ``allowed``; else UsageError naming the option."""
+    kind = "a whole number" if allowed.whole else "a number"
+    grammar = _WHOLE if allowed.whole else _DECIMAL
+    if grammar.fullmatch(text) is None:
+        raise UsageError(f"{option} needs {kind} from {allowed.describe()}, got {text!r}")
+    value: int | float = int(text) if allowed.whole else float(text)
+    if not allowed.holds(value):
+        raise UsageError(f"{option} must be from {allowed.describe()}, got {text}")
     return value
 
 
 def parse_arguments(argv: Sequence[str]) -> Arguments:
-    """Parse options anywhere among the directories, then check what combines."""
+    """Parse options anywhere among the directories; each value checked on its own
+    (what combines is :func:`sandboxfs.cli.config.build`'s to decide)."""
     args = Arguments()
     limit_values: dict[str, int | float] = {}
     items = list(argv)
@@ -273,11 +327,18 @@ def parse_arguments(argv: Sequence[str]) -> Arguments:
                 raise UsageError(f"{option} needs a value")
             value = items[i]
             i += 1
+        if option in args.given and not (option in VALUE_OPTIONS and VALUE_OPTIONS[option][3]):
+            raise UsageError(f"{option} was given twice; give it once")
         args.given.add(option)
         _set_value(args, limit_values, option, value)
+    if "" in args.directories:
+        raise UsageError("an empty argument is no directory")
     args.limits = dataclasses.replace(Limits(), **limit_values)  # type: ignore[arg-type]
-    if not (args.show_help or args.show_version):
-        _check_combinations(args)
+    if args.http is not None:
+        try:
+            Endpoint.parse_tcp(args.http)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
     return args
 
 
@@ -294,12 +355,17 @@ def _set_flag(args: Arguments, option: str) -> None:
 def _set_value(
     args: Arguments, limit_values: dict[str, int | float], option: str, value: str
 ) -> None:
+    if not value:
+        raise UsageError(f"{option} needs a value, got an empty one")
     if option in LIMIT_OPTIONS:
         name = LIMIT_OPTIONS[option]
-        limit_values[name] = _number(option, value, type(getattr(Limits(), name)))
+        limit_values[name] = number(option, value, LIMIT_RANGES[name])
         return
     if option == "--shutdown-grace":
-        args.shutdown_grace = float(_number(option, value, float))
+        args.shutdown_grace = float(number(option, value, SHUTDOWN_GRACE_RANGE))
+        return
+    if option == "--send-timeout":
+        args.send_timeout = float(number(option, value, SEND_TIMEOUT_RANGE))
         return
     if option == "--log-level" and value not in LOG_LEVELS:
         raise UsageError(f"--log-level must be one of {', '.join(LOG_LEVELS)}, got {value!r}")
@@ -310,133 +376,15 @@ def _set_value(
         setattr(args, attribute, value)
 
 
-def _check_combinations(args: Arguments) -> None:
-    """Refuse options that contradict each other or would have no effect."""
-    if args.no_landlock and args.require_landlock:
-        raise UsageError("--no-landlock and --require-landlock contradict each other")
-    if args.http is not None and args.unix is not None:
-        raise UsageError("--http and --unix cannot be combined; run two servers")
-    if args.http is not None:
-        try:
-            args.endpoint = Endpoint.parse_tcp(args.http)
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
-    elif args.unix is not None:
-        args.endpoint = Endpoint(unix=args.unix)
-    if not args.serves_http:
-        for option in HTTP_ONLY:
-            if option in args.given:
-                raise UsageError(f"{option} only applies when serving HTTP (--http or --unix)")
-    elif "--confine-roots" in args.given:
-        raise UsageError("--confine-roots has no effect over HTTP: HTTP never uses client Roots")
-    if args.tenants is not None:
-        _check_tenants(args)
-        return
-    _check_directories(args)
-    _check_workspaces(args)
-    _check_journal(args)
-    _check_ask(args)
-
-
-def _check_ask(args: Arguments) -> None:
-    """``--ask``: patterns that compile, and changes to ask about."""
-    if not args.ask:
-        return
-    if args.read_only:
-        raise UsageError("--ask approves changes, and a --read-only server makes none")
-    try:
-        Policy(protect=tuple(args.ask))
-    except PolicyError as exc:
-        raise UsageError(str(exc).replace("--protect", "--ask")) from None
-
-
-def _check_journal(args: Arguments) -> None:
-    """``--journal``: something to change, directories to change it in, bounds that parse."""
-    if args.journal is None:
-        for option in ("--journal-max-bytes", "--journal-keep"):
-            if option in args.given:
-                raise UsageError(f"{option} needs --journal DIR")
-        return
-    if args.read_only:
-        raise UsageError("--journal records changes, and a --read-only server makes none")
-    if not args.directories and args.policy_file is None and args.workspaces is None:
-        raise UsageError(
-            "--journal needs command-line directories (or --policy FILE or --workspaces): "
-            "client Roots alone could name the journal itself"
-        )
-    if args.journal_max_bytes is not None:
-        _number("--journal-max-bytes", args.journal_max_bytes, int)
-    if args.journal_keep is not None:
-        try:
-            parse_age(args.journal_keep)
-        except ValueError as exc:
-            raise UsageError(f"--journal-keep: {exc}") from None
-
-
-def _check_tenants(args: Arguments) -> None:
-    """--tenants: HTTP only, and each tenant's directories and rules come from the file."""
-    if not args.serves_http:
-        raise UsageError("--tenants needs --http HOST:PORT or --unix PATH")
-    if args.directories:
-        raise UsageError(
-            "--tenants replaces command-line directories: give each tenant its directories "
-            "in the tenants file"
-        )
-    for option in TENANT_OWN:
-        if option in args.given:
-            raise UsageError(f"{option} cannot be combined with --tenants: set it per tenant")
-    _check_workspaces(args)
-
-
-def _check_directories(args: Arguments) -> None:
-    """Refuse options that need allowed directories when none are given."""
-    if args.directories or args.policy_file is not None or args.workspaces is not None:
-        return  # (the workspaces are directories, and carry the policy options' rules)
-    if args.serves_http:
-        raise UsageError("serving HTTP needs at least one directory on the command line")
-    elif args.confine_roots:
-        raise UsageError("--confine-roots needs command-line directories to confine Roots to")
-    elif args.require_landlock:
-        raise UsageError("--require-landlock needs command-line directories to confine to")
-    for option in POLICY_OPTIONS:
-        if option in args.given:
-            raise UsageError(
-                f"{option} needs command-line directories (or --policy FILE or --workspaces)"
-            )
-
-
-def _check_workspaces(args: Arguments) -> None:
-    """``--workspace-id`` needs ``--workspaces`` and stdio, and a valid id; over HTTP
-    sessions are made while serving, which a read-only server cannot do."""
-    if args.workspaces is not None and args.serves_http and args.read_only:
-        raise UsageError(
-            "--workspaces with --read-only serves stdio only: over HTTP sessions are made "
-            "while serving, which a read-only server (and its Landlock) cannot do"
-        )
-    if args.workspace_id is None:
-        return
-    if args.workspaces is None:
-        raise UsageError("--workspace-id needs --workspaces BASE")
-    if args.serves_http:
-        raise UsageError(
-            "--workspace-id applies to stdio; over HTTP the operator's client names its "
-            "session with the Sandboxfs-Workspace-Id header"
-        )
-    try:
-        check_name(args.workspace_id, "--workspace-id")
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-
-
 def help_text() -> str:
     defaults = Limits()
     lines = [
         "usage: sandboxfs [OPTIONS] [--] DIR[:ro|:rw]...",
-        "       sandboxfs audit [--era 2025|2026] [--json FILE] -- CMD ... {root}",
+        "       sandboxfs audit [--quick] [--sarif FILE] ... -- CMD ... {root}  (see audit --help)",
         "       sandboxfs workspaces BASE [--prune AGE]",
         "       sandboxfs journal DIR [list|show ID|undo ...]   (see 'sandboxfs journal --help')",
         "       sandboxfs --tenants FILE --http HOST:PORT   (one worker process per tenant)",
-        "       sandboxfs hash-token < TOKEN_FILE           (a tenant's token_sha256)",
+        "       sandboxfs hash-token [TOKEN_FILE]           (a tenant's token_sha256)",
         "",
         "A security-first MCP filesystem server: an agent may read, write and search",
         "files inside the given directories and nothing else. Speaks MCP over stdio",
@@ -452,15 +400,18 @@ def help_text() -> str:
         lines.append(f"  {option + ' ' + metavar:<26} {text}")
     lines.append(f"  {'-V, --version':<26} print the version and exit")
     lines.append(f"  {'-h, --help':<26} show this help and exit")
-    lines += ["", "limits (defaults in brackets):"]
+    lines += ["", "limits ([default; range]; out of range, nan or inf: refused):"]
     for option, name in LIMIT_OPTIONS.items():
         value = getattr(defaults, name)
-        lines.append(f"  {option + ' N':<26} {LIMIT_HELP[name]} [{value}]")
+        span = LIMIT_RANGES[name].describe()
+        lines.append(f"  {option + ' N':<26} {LIMIT_HELP[name]} [{value}; {span}]")
     lines += [
         "",
         "exit status:",
         f"  {EXIT_OK}  the server ran and stopped (end of input, or SIGTERM over HTTP)",
         f"  {EXIT_FAILED}  it could not start or could not operate (stderr says why)",
-        f"  {EXIT_USAGE}  the command line cannot be used",
+        f"  {EXIT_USAGE}  the configuration is refused: a configuration either does what it",
+        "     says or is refused (command line, --policy and --tenants files, environment)",
+        f"  {EXIT_INTERRUPTED}  interrupted (Ctrl-C); a unix socket it made is removed",
     ]
     return "\n".join(lines)

@@ -27,7 +27,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from sandboxfs.cli.arguments import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Arguments
+from sandboxfs.cli.config import Config
+from sandboxfs.cli.exits import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from sandboxfs.core.allowlist import AllowList, Root
 from sandboxfs.core.errors import SandboxError
 from sandboxfs.core.pathnames import normalize_absolute, relative_to
@@ -36,15 +37,13 @@ from sandboxfs.fs import undoing
 from sandboxfs.fs.journalobjects import JournalError
 from sandboxfs.fs.journals import Journals
 from sandboxfs.fs.journalstore import (
-    DEFAULT_KEEP_SECONDS,
-    DEFAULT_MAX_BYTES,
     MARKER,
     SESSIONS,
     JournalStore,
 )
 from sandboxfs.fs.recording import Recording
 from sandboxfs.fs.sandbox import Sandbox
-from sandboxfs.fs.workspaces import SessionLease, parse_age
+from sandboxfs.fs.workspaces import SessionLease
 from sandboxfs.tools import changes
 
 OPERATOR = "operator"
@@ -79,21 +78,20 @@ def check_apart(journal: str, roots: Sequence[Root], base: Root | None) -> None:
                 )
 
 
-def setup(args: Arguments, roots: Sequence[Root], base: Root | None) -> Journals | None:
+def setup(config: Config, roots: Sequence[Root], base: Root | None) -> Journals | None:
     """The server's journal(s), made and opened; None without ``--journal``.  Raises
     SetupError with what is wrong."""
-    if args.journal is None:
+    if config.journal is None:
         return None
-    journal = _real(args.journal)
+    journal = _real(config.journal)
     check_apart(journal, roots, base)
     try:
         os.makedirs(journal, mode=0o700, exist_ok=True)
         root = Root.open(journal)
     except OSError as exc:
-        raise SetupError(f"cannot open --journal {args.journal}: {exc.strerror or exc}") from None
+        raise SetupError(f"cannot open --journal {config.journal}: {exc.strerror or exc}") from None
     check_apart(root.path, roots, base)  # what it really is, once opened
-    max_bytes = int(args.journal_max_bytes) if args.journal_max_bytes else DEFAULT_MAX_BYTES
-    keep = parse_age(args.journal_keep) if args.journal_keep else DEFAULT_KEEP_SECONDS
+    max_bytes, keep = config.journal_max_bytes, config.journal_keep
     try:
         journals = Journals(
             root, max_bytes=max_bytes, keep_seconds=keep, per_session=base is not None
@@ -103,7 +101,7 @@ def setup(args: Arguments, roots: Sequence[Root], base: Root | None) -> Journals
             for line in journals.recover_once(journals.main, unjournaled):
                 log.warning("Change journal %s: %s", journals.main.path, line)
     except (OSError, JournalError, SandboxError) as exc:
-        raise SetupError(f"cannot use --journal {args.journal}: {exc}") from None
+        raise SetupError(f"cannot use --journal {config.journal}: {exc}") from None
     return journals
 
 

@@ -15,6 +15,8 @@ import os
 import sys
 from typing import Final
 
+from sandboxfs.cli.exits import EXIT_INTERRUPTED, INTERRUPTED
+
 THP_MODE_FILE: Final = "/sys/kernel/mm/transparent_hugepage/enabled"
 TUNABLE: Final = "glibc.malloc.hugetlb"
 
@@ -45,7 +47,10 @@ def reexec_for_huge_pages() -> None:
 
 
 def main() -> int:
-    reexec_for_huge_pages()
-    from sandboxfs.cli.main import main as serve_main  # noqa: PLC0415 - after the exec
-
+    try:
+        reexec_for_huge_pages()
+        from sandboxfs.cli.main import main as serve_main  # noqa: PLC0415 - after the exec
+    except KeyboardInterrupt:  # Ctrl-C while still importing: the same one line
+        print(INTERRUPTED, file=sys.stderr, flush=True)
+        return EXIT_INTERRUPTED
     return serve_main()

@@ -1,51 +1,54 @@
-"""The ``sandboxfs`` command: check the command line, open the directories,
+"""The ``sandboxfs`` command: decide the configuration, open the directories,
 confine the process, then serve stdio or HTTP.
 
-Startup fails closed, and every failure is one line on stderr: without a working
-``openat2``, with a directory that does not exist, with a port that is taken,
-the server exits with status 1 and says why (2 for a command line that cannot
-be used; see :mod:`sandboxfs.cli.arguments`).  What the operator sees in the log
-is written for the operator; the server's internals go to the debug level.
+The configuration is decided whole before anything is opened
+(:mod:`sandboxfs.cli.config`): it is served exactly as the startup line says, or
+refused (exit status 2, one line naming the conflict).  Startup then fails
+closed, and every failure is one line on stderr: without a working ``openat2``,
+with a directory that does not exist, with a port that is taken, the server
+exits with status 1 and says why.  Ctrl-C ends it with status 130 and one line,
+leaving nothing behind.  What the operator sees in the log is written for the
+operator; the server's internals go to the debug level.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Final, NoReturn, TextIO
+from typing import TYPE_CHECKING, Final, TextIO
 
 import trio
 
 from sandboxfs import __version__
-from sandboxfs.binding.syscalls import (
-    TEST_OPENAT2_ERRNO_ENV,
-    Openat2Unavailable,
-    probe_openat2,
-    set_mmap_threshold,
-)
+from sandboxfs.binding.syscalls import Openat2Unavailable, probe_openat2, set_mmap_threshold
+from sandboxfs.cli import hardening
 from sandboxfs.cli.approvals import ask_rules
 from sandboxfs.cli.arguments import (
-    EXIT_FAILED,
+    EXIT_INTERRUPTED,
     EXIT_OK,
     EXIT_USAGE,
-    Arguments,
+    Refused,
     UsageError,
     help_text,
     parse_arguments,
 )
+from sandboxfs.cli.cleanup import SocketCleanup, interrupts_held
+from sandboxfs.cli.config import Config, build
+from sandboxfs.cli.exits import INTERRUPTED
 from sandboxfs.cli.journal import SetupError as JournalSetupError
 from sandboxfs.cli.journal import setup as journal_setup
 from sandboxfs.cli.journal import stdio_session
-from sandboxfs.cli.policies import Directory, Rules, configure, global_policy
+from sandboxfs.cli.policies import Directory
+from sandboxfs.cli.startup import fail, listen_on
 from sandboxfs.cli.workspaces import SetupError as WorkspaceSetupError
 from sandboxfs.cli.workspaces import setup as workspace_setup
 from sandboxfs.core import landlock
 from sandboxfs.core.allowlist import AllowList, Root, nest_policies
-from sandboxfs.core.policy import Policy, PolicyError
-from sandboxfs.core.watch import TEST_STALL_ENV, Stall
+from sandboxfs.core.watch import Stall
 from sandboxfs.fs.approval import AskRules
 from sandboxfs.fs.journals import Journals
 from sandboxfs.fs.workspaces import SessionLease
@@ -54,11 +57,9 @@ from sandboxfs.session.auditlog import AuditLog
 from sandboxfs.session.server import SandboxfsServer, ServerOptions
 from sandboxfs.session.workspaces import WorkspaceSessions
 from sandboxfs.tools.accounts import Accounts
-from sandboxfs.transports.front import make_rundir, serve_front
-from sandboxfs.transports.sidecar import TOKEN_ENV, Endpoint, SidecarOptions, listen, serve_http
+from sandboxfs.transports.credentials import WEAK_WARNING
+from sandboxfs.transports.sidecar import SidecarOptions, serve_http
 from sandboxfs.transports.stdio import serve_stdio, take_stdio
-from sandboxfs.transports.tenants import TenantsError, hash_token, load_tenants
-from sandboxfs.transports.workers import WorkerSettings
 
 if TYPE_CHECKING:
     import socket
@@ -68,38 +69,33 @@ log = logging.getLogger("sandboxfs")
 #: Allocations at least this big get a mapping of their own (see set_mmap_threshold).
 _OWN_MAPPING_BYTES: Final = 128 * 1024
 
-#: The test-only switches the server knows.  None of them widens what it serves:
-#: each makes it stricter (a simulated kernel without openat2) or slower (a stalled
-#: step).  Any other SANDBOXFS_TEST_*
-#: variable is refused at startup (what a test must weaken lives in the tests).
-TEST_SWITCHES: Final = frozenset({TEST_OPENAT2_ERRNO_ENV, TEST_STALL_ENV})
-
 LANDLOCK_NOTE: Final = (
     "Landlock confines this server to the command-line directories: client Roots can "
     "narrow them but not add others."
 )
-#: Options of the tenants' front that every tenant worker is started with too.
-WORKER_OPTIONS: Final = ("--no-xdev", "--no-landlock", "--require-landlock", "--json-response")
 #: Loggers of the libraries underneath, quiet unless --log-level debug.
 _LIBRARY_LOGGERS: Final = ("mcp", "hypercorn.error", "httpx", "anyio")
 
 
-def _fail(message: str) -> NoReturn:
-    """Stop: the server cannot start.  One line on stderr, exit status 1."""
-    print(f"sandboxfs: error: {message}", file=sys.stderr)
-    raise SystemExit(EXIT_FAILED)
-
-
-def _expand(path: str) -> str:
-    home = os.environ.get("HOME")
-    if home and (path == "~" or path.startswith("~/")):
-        path = home + path[1:]
-    return os.path.abspath(path)
-
-
-def main(argv: Sequence[str] | None = None) -> int:  # noqa: PLR0911 - one per subcommand
+def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``sandboxfs`` command; returns the exit status."""
     argv = sys.argv[1:] if argv is None else argv
+    try:
+        return _main(argv)
+    except KeyboardInterrupt:
+        return _interrupted()
+    except BaseExceptionGroup as group:  # trio may wrap it with what it cancelled
+        if group.subgroup(KeyboardInterrupt) is None:
+            raise
+        return _interrupted()
+
+
+def _interrupted() -> int:
+    print(INTERRUPTED, file=sys.stderr, flush=True)
+    return EXIT_INTERRUPTED
+
+
+def _main(argv: Sequence[str]) -> int:  # noqa: PLR0911 - one per subcommand
     if argv[:1] == ["audit"]:
         from sandboxfs.audit.runner import main as audit  # noqa: PLC0415 - only audit needs it
 
@@ -108,12 +104,14 @@ def main(argv: Sequence[str] | None = None) -> int:  # noqa: PLR0911 - one per s
         from sandboxfs.cli.workspaces import main as workspaces  # noqa: PLC0415
 
         return workspaces(argv[1:])
-    if argv[:1] == ["hash-token"]:
-        return _hash_token(argv[1:])
     if argv[:1] == ["journal"]:
         from sandboxfs.cli.journal import main as journal  # noqa: PLC0415
 
         return journal(argv[1:])
+    if argv[:1] == ["hash-token"]:
+        from sandboxfs.cli.hashtoken import main as hash_token  # noqa: PLC0415
+
+        return hash_token(argv[1:])
     try:
         args = parse_arguments(argv)
     except UsageError as exc:
@@ -125,8 +123,14 @@ def main(argv: Sequence[str] | None = None) -> int:  # noqa: PLR0911 - one per s
     if args.show_version:
         print(f"sandboxfs {__version__}")
         return EXIT_OK
-    _configure_logging(args.log_level)
-    return serve(args)
+    try:
+        config = build(args, os.environ)
+    except Refused as exc:
+        hint = "\nsee 'sandboxfs --help'" if exc.status == EXIT_USAGE else ""
+        print(f"sandboxfs: error: {exc}{hint}", file=sys.stderr)
+        return exc.status
+    _configure_logging(config.log_level)
+    return serve(config)
 
 
 def _configure_logging(level: str) -> None:
@@ -136,68 +140,75 @@ def _configure_logging(level: str) -> None:
             logging.getLogger(name).setLevel(logging.WARNING)
 
 
-def serve(args: Arguments) -> int:
+def serve(config: Config) -> int:
     """Open the directories, confine the process, then serve stdio or HTTP."""
-    for name in sorted(os.environ):
-        if not name.startswith("SANDBOXFS_TEST_"):
-            continue
-        if name not in TEST_SWITCHES:
-            _fail(f"unknown test switch {name} is set; unset it (the server never widens access)")
+    for name in config.test_switches:
         log.warning("WARNING: TEST MODE: %s is set; never set it in production", name)
+    if config.allow_weak_tokens:
+        log.warning("%s", WEAK_WARNING)
     try:
         probe_openat2()
     except Openat2Unavailable as exc:
-        _fail(str(exc))
+        fail(str(exc))
     try:
         # Big buffers (whole reads, edits, large results) go back to the kernel when
         # freed instead of staying in a worker thread's malloc arena.
         set_mmap_threshold(_OWN_MAPPING_BYTES)
     except OSError:
         log.debug("the C library keeps its own mmap threshold")
-    if args.tenants is not None:
-        return _serve_tenants(args)
-    roots = _open_roots(_directories(args))
-    if roots and all(not root.policy.writable for root in roots) and args.workspaces is None:
-        # Nothing may change anywhere: the mutating tools are not even offered.
-        args.read_only = True
-    policed = any(root.policy.active for root in roots)
+    if config.tenants is not None:
+        from sandboxfs.cli.tenants import serve_tenants  # noqa: PLC0415
+
+        return serve_tenants(config)
+    hardening.start_parsers(config)  # before any allowed directory is opened
+    roots = _open_roots(config.directories)
     # Everything that needs the filesystem or the network outside the allowed
     # directories happens before Landlock: the wire, the audit log, user names.
-    sidecar = _sidecar_options(args) if args.serves_http else None
-    listener = None
-    if sidecar is not None:
-        listener, endpoint = _listen(sidecar.endpoint)
-        sidecar = replace(sidecar, endpoint=endpoint)  # with the port it really got
+    sidecar = _sidecar_options(config)
+    listener = cleanup = None
+    try:
+        if sidecar is not None:
+            with interrupts_held():  # a socket is made only with what removes it
+                listener, endpoint = listen_on(sidecar.endpoint)
+                if endpoint.unix is not None:
+                    cleanup = SocketCleanup(endpoint.unix, confined=config.landlock != "off")
+            sidecar = replace(sidecar, endpoint=endpoint)  # with the port it really got
+            config = replace(config, endpoint=endpoint)
+        log.info("%s", config.describe())
+        return _serve(config, roots, sidecar, listener)
+    finally:
+        if cleanup is not None:
+            cleanup.finish()
+
+
+def _serve(
+    config: Config,
+    roots: list[Root],
+    sidecar: SidecarOptions | None,
+    listener: socket.socket | None,
+) -> int:
     wire = take_stdio() if sidecar is None else None
-    audit = AuditLog(_open_audit_log(args.audit_log))
+    audit = AuditLog(_open_audit_log(config.audit_log))
     accounts = Accounts.load()
-    workspaces, lease = _open_workspaces(args, roots, sidecar)
-    journals = _open_journal(args, roots, workspaces)
-    ask = _ask_rules(args, roots)  # (the policy file is read before Landlock)
+    workspaces, lease = _open_workspaces(config, roots)
+    journals = _open_journal(config, roots, workspaces)
+    ask = _ask_rules(config, roots)  # (the policy file is read before Landlock)
     # Landlock covers BASE as a whole (sessions appear after it is applied).
     confined = roots if workspaces is None else [workspaces.base.root, *roots]
-    landlocked = _apply_landlock(confined, args, journals.root if journals else None)
-    access = AccessControl(
-        AllowList.of(roots),
-        # A client's Roots may only narrow directories that carry a policy (or beside a
-        # journal, which a client's root could otherwise name).
-        confine=args.confine_roots or landlocked or policed or journals is not None,
-        # Only a stdio client has Roots to be told about.
-        notes=(LANDLOCK_NOTE,) if landlocked and sidecar is None else (),
-        policy_notes=tuple(_policy_notes(roots)),
-    )
+    landlocked = _apply_landlock(confined, config, journals.root if journals else None)
+    hardening.confine_server(config, listener)  # seccomp: the third layer
+    access = access_control(config, roots, landlocked=landlocked)
     if workspaces is not None:
-        notes = (LANDLOCK_NOTE,) if landlocked and sidecar is None else ()
         access = (
             workspaces.shared_access()
             if lease is None
-            else workspaces.access(lease, notes=notes, policy_notes=access.policy_notes)
+            else workspaces.access(lease, notes=access.notes, policy_notes=access.policy_notes)
         )
     access.announce()
     options = ServerOptions(
-        read_only=args.read_only,
-        no_xdev=args.no_xdev,
-        limits=args.limits,
+        read_only=config.read_only,
+        no_xdev=config.no_xdev,
+        limits=config.limits,
         home=os.environ.get("HOME"),
         stall=Stall.from_env(os.environ),
         accounts=accounts,
@@ -207,119 +218,76 @@ def serve(args: Arguments) -> int:
         journals=journals,
         ask=ask,
     )
-    if sidecar is not None and listener is not None:
-        server = SandboxfsServer(options, access)
-        trio.run(serve_http, server, listener, sidecar)
-        return 0
-    assert wire is not None
     server = SandboxfsServer(options, access)
+    if sidecar is not None and listener is not None:
+        stopped_by = trio.run(serve_http, server, listener, sidecar)
+        if stopped_by == signal.SIGINT:  # drained like SIGTERM, but Ctrl-C says so
+            return _interrupted()
+        return EXIT_OK
+    assert wire is not None
     server.session_label = stdio_session(lease)
     log.info("sandboxfs %s serving MCP on stdio", __version__)
-    code: int = trio.run(lambda: serve_stdio(server, wire, max_line=args.limits.line_bytes))
+    code: int = trio.run(lambda: serve_stdio(server, wire, max_line=config.limits.line_bytes))
     return code
 
 
+def access_control(config: Config, roots: list[Root], *, landlocked: bool) -> AccessControl:
+    """The allow-list a server starts with, what list_allowed_directories says of it,
+    and what a client's Roots may do: narrow it, or name the directories served
+    (each under the rules given for every directory)."""
+    notes = (LANDLOCK_NOTE,) if landlocked and not config.serves_http else ()
+    return AccessControl(
+        AllowList.of(roots),
+        confine=config.roots == "confine",
+        notes=notes,
+        policy_notes=tuple(config.policy_notes()),
+        roots_policy=config.roots_policy,
+    )
+
+
+def _ask_rules(config: Config, roots: list[Root]) -> AskRules | None:
+    """``--ask`` and the policy file's ``ask``: the changes that need the user's yes
+    (the patterns were checked with the configuration)."""
+    try:
+        return ask_rules(config, roots)
+    except OSError as exc:
+        fail(f"cannot read --policy {config.policy_file}: {exc.strerror}")
+
+
+def _open_journal(
+    config: Config, roots: list[Root], workspaces: WorkspaceSessions | None
+) -> Journals | None:
+    """``--journal DIR``: outside every allowed directory, made 0700 and opened."""
+    try:
+        return journal_setup(config, roots, workspaces.base.root if workspaces else None)
+    except JournalSetupError as exc:
+        fail(str(exc))
+
+
 def _open_workspaces(
-    args: Arguments, roots: list[Root], sidecar: SidecarOptions | None
+    config: Config, roots: list[Root]
 ) -> tuple[WorkspaceSessions | None, SessionLease | None]:
     """``--workspaces BASE``: BASE made (0700) if missing and opened, and over stdio
     this process's session held for the life of the server."""
-    if args.workspaces is None:
+    if config.workspaces is None:
         return None, None
-    base = _expand(args.workspaces)
     try:
-        os.makedirs(base, mode=0o700, exist_ok=True)
-        base_root = Root.open(base)
+        os.makedirs(config.workspaces, mode=0o700, exist_ok=True)
+        base_root = Root.open(config.workspaces)
     except OSError as exc:
-        _fail(f"cannot open --workspaces {args.workspaces}: {exc.strerror or exc}")
+        fail(f"cannot open --workspaces {config.workspaces}: {exc.strerror or exc}")
     try:
         return workspace_setup(
             base_root,
             roots,
-            http=sidecar is not None,
-            token_required=sidecar is not None and sidecar.token is not None,
-            workspace_id=args.workspace_id,
-            no_xdev=args.no_xdev,
-            policy=_global_policy(args),
+            http=config.serves_http,
+            token_required=config.token is not None,
+            workspace_id=config.workspace_id,
+            no_xdev=config.no_xdev,
+            policy=config.workspace_policy,
         )
     except WorkspaceSetupError as exc:
-        if exc.usage:
-            print(f"sandboxfs: error: {exc}", file=sys.stderr)
-            raise SystemExit(EXIT_USAGE) from None
-        _fail(str(exc))
-
-
-def _ask_rules(args: Arguments, roots: list[Root]) -> AskRules | None:
-    """``--ask`` and the policy file's ``ask``: the changes that need the user's yes."""
-    try:
-        return ask_rules(args, roots)
-    except PolicyError as exc:
-        print(f"sandboxfs: error: {exc}\nsee 'sandboxfs --help'", file=sys.stderr)
-        raise SystemExit(EXIT_USAGE) from None
-    except OSError as exc:
-        _fail(f"cannot read --policy {args.policy_file}: {exc.strerror}")
-
-
-def _open_journal(
-    args: Arguments, roots: list[Root], workspaces: WorkspaceSessions | None
-) -> Journals | None:
-    """``--journal DIR``: outside every allowed directory, made 0700 and opened."""
-    try:
-        return journal_setup(args, roots, workspaces.base.root if workspaces else None)
-    except JournalSetupError as exc:
-        _fail(str(exc))
-
-
-def _listen(endpoint: Endpoint) -> tuple[socket.socket, Endpoint]:
-    """The listening socket and the endpoint it really has (its port, for port 0)."""
-    try:
-        sock = listen(endpoint)
-    except OSError as exc:
-        reason = exc.strerror or str(exc)
-        _fail(f"cannot listen on {endpoint.describe()}: {reason}")
-    except (OverflowError, ValueError) as exc:  # what the socket module says of odd input
-        _fail(f"cannot listen on {endpoint.describe()}: {exc}")
-    return sock, endpoint.bound(sock)
-
-
-def _directories(args: Arguments) -> list[Directory]:
-    """The allowed directories and their policies (command line, then --policy)."""
-    rules = Rules(tuple(args.hide), tuple(args.protect), tuple(args.presets))
-    try:
-        return configure(args.directories, rules, args.policy_file, read_only=args.read_only)
-    except PolicyError as exc:
-        print(f"sandboxfs: error: {exc}\nsee 'sandboxfs --help'", file=sys.stderr)
-        raise SystemExit(EXIT_USAGE) from None
-    except OSError as exc:
-        _fail(f"cannot read --policy {args.policy_file}: {exc.strerror}")
-
-
-def _global_policy(args: Arguments) -> Policy:
-    """The rules for every directory (--hide, --protect, --preset, a policy file's top
-    level): what workspace directories carry."""
-    rules = Rules(tuple(args.hide), tuple(args.protect), tuple(args.presets))
-    try:
-        return global_policy(rules, args.policy_file)
-    except PolicyError as exc:
-        print(f"sandboxfs: error: {exc}\nsee 'sandboxfs --help'", file=sys.stderr)
-        raise SystemExit(EXIT_USAGE) from None
-    except OSError as exc:
-        _fail(f"cannot read --policy {args.policy_file}: {exc.strerror}")
-
-
-def _policy_notes(roots: Sequence[Root]) -> list[str]:
-    """What list_allowed_directories tells the agent of each directory's policy."""
-    notes = []
-    for root in roots:
-        policy = root.policy
-        if not policy.writable:
-            notes.append(f"{root.given} is read-only: every change there is refused.")
-        if policy.protect:
-            shown = ", ".join(policy.protect)
-            notes.append(f"In {root.given}, these stay readable but are never changed: {shown}")
-        if policy.hide:
-            notes.append(f"In {root.given}, some paths are hidden by policy and behave as absent.")
-    return notes
+        fail(str(exc))
 
 
 def _open_roots(directories: Sequence[Directory]) -> list[Root]:
@@ -327,18 +295,18 @@ def _open_roots(directories: Sequence[Directory]) -> list[Root]:
     for configured in directories:
         directory = configured.path
         try:
-            root = Root.open(_expand(directory), configured.policy)
+            root = Root.open(directory, configured.policy)
         except FileNotFoundError:
-            _fail(f"allowed directory {directory} does not exist")
+            fail(f"allowed directory {directory} does not exist")
         except NotADirectoryError:
-            _fail(f"allowed directory {directory} is not a directory")
+            fail(f"allowed directory {directory} is not a directory")
         except OSError as exc:
-            _fail(f"cannot open allowed directory {directory}: {exc.strerror}")
+            fail(f"cannot open allowed directory {directory}: {exc.strerror}")
         for other in roots:
             nested = other.path == root.path or AllowList.of([other]).map(root.path) is not None
             nested = nested or AllowList.of([root]).map(other.path) is not None
             if nested and other.policy != root.policy:
-                _fail(
+                fail(
                     f"allowed directories {other.given} and {directory} overlap with different "
                     "policies; give one policy, or directories that do not nest"
                 )
@@ -358,72 +326,53 @@ def _open_audit_log(target: str) -> TextIO | None:
     try:
         return open(target, "a", encoding="utf-8", buffering=1)  # kept open for the run
     except OSError as exc:
-        _fail(f"cannot open the audit log {target}: {exc.strerror}")
+        fail(f"cannot open the audit log {target}: {exc.strerror}")
 
 
-def _sidecar_options(args: Arguments) -> SidecarOptions:
-    """Assemble the HTTP settings (the endpoint was checked with the command line);
-    fail closed on anything unsafe."""
-    endpoint = args.endpoint
-    assert endpoint is not None
-    token = os.environ.get(TOKEN_ENV)
-    if token is not None and not token.strip():
-        _fail(
-            f"{TOKEN_ENV} is set but empty: a token must not be blank (unset it to serve "
-            "loopback without one, or give a real token)"
-        )
-    if args.token_file:
-        try:
-            with open(args.token_file, encoding="utf-8") as f:
-                token = f.read().strip()
-        except OSError as exc:
-            _fail(f"cannot read --token-file {args.token_file}: {exc.strerror}")
-        if not token:
-            _fail(f"--token-file {args.token_file} is empty")
-    if token is None and not endpoint.loopback:
-        _fail(
-            f"refusing to serve {endpoint.describe()} without a bearer token: pass "
-            f"--token-file FILE or set {TOKEN_ENV}"
-        )
-    if token is None and endpoint.unix is None:
+def _sidecar_options(config: Config) -> SidecarOptions | None:
+    """The HTTP settings of a configuration that serves HTTP (None for stdio)."""
+    if config.endpoint is None:
+        return None
+    if config.token is None and config.endpoint.unix is None:
         log.warning(
             "WARNING: no bearer token: any local process can use this server; pass "
-            "--token-file FILE or set %s",
-            TOKEN_ENV,
+            "--token-file FILE or set SANDBOXFS_TOKEN",
         )
     return SidecarOptions(
-        endpoint=endpoint,
-        token=token,
-        allowed_hosts=tuple(args.allowed_hosts),
-        allowed_origins=tuple(args.allowed_origins),
-        json_response=args.json_response,
-        max_body=args.limits.line_bytes,
-        grace_seconds=args.shutdown_grace,
+        endpoint=config.endpoint,
+        token=config.token,
+        allowed_hosts=config.allowed_hosts,
+        allowed_origins=config.allowed_origins,
+        json_response=config.json_response,
+        max_body=config.limits.line_bytes,
+        grace_seconds=config.shutdown_grace,
+        send_timeout=config.send_timeout,
     )
 
 
-def _apply_landlock(roots: list[Root], args: Arguments, journal: Root | None = None) -> bool:
+def _apply_landlock(roots: list[Root], config: Config, journal: Root | None = None) -> bool:
     """Confine the process with Landlock unless told not to; True if enforced."""
-    if args.no_landlock:
+    if config.landlock == "off":
         log.warning("Warning: Landlock disabled (--no-landlock): only openat2 confines paths")
         return False
-    if not roots:
+    if not roots:  # (refused with --require-landlock)
         log.warning(
             "WARNING: Landlock not applied: without command-line directories the client's "
             "Roots decide what is allowed; only openat2 confines paths"
         )
         return False
+    required = config.landlock == "require"
     try:
         # Per root: its policy too; the journal is the one other place it may write.
-        status = landlock.confine(roots, read_only=args.read_only, journal=journal)
+        status = landlock.confine(roots, read_only=config.read_only, journal=journal)
     except (OSError, RuntimeError) as exc:
-        if args.require_landlock:
-            _fail(f"cannot apply Landlock: {exc}")
+        if required:
+            fail(f"cannot apply Landlock: {exc}")
         log.warning("WARNING: Landlock could not be applied (%s); only openat2 confines paths", exc)
         return False
     if not status.enforced:
-        if args.require_landlock:
-            _fail(f"--require-landlock: {status.detail}")
+        if required:
+            fail(f"--require-landlock: {status.detail}")
         log.warning(
             "WARNING: %s; only openat2 confines paths (use --require-landlock to refuse)",
             status.detail,
@@ -431,63 +380,3 @@ def _apply_landlock(roots: list[Root], args: Arguments, journal: Root | None = N
         return False
     log.info("%s", status.detail)
     return True
-
-
-def _hash_token(argv: Sequence[str]) -> int:
-    """``sandboxfs hash-token``: the token_sha256 of the token on stdin."""
-    if argv:
-        print("usage: sandboxfs hash-token < TOKEN_FILE", file=sys.stderr)
-        return EXIT_USAGE
-    token = sys.stdin.read().strip()
-    if not token:
-        _fail("hash-token: no token on stdin (e.g. sandboxfs hash-token < token)")
-    print(hash_token(token))
-    return EXIT_OK
-
-
-def _serve_tenants(args: Arguments) -> int:
-    """--tenants: the front, which starts one worker per tenant and routes to it."""
-    try:
-        tenants = load_tenants(args.tenants or "")
-    except TenantsError as exc:
-        _fail(str(exc))
-    assert args.endpoint is not None
-    listener, endpoint = _listen(args.endpoint)
-    sidecar = SidecarOptions(
-        endpoint=endpoint,
-        token=None,  # each tenant's, from the tenants file
-        allowed_hosts=tuple(args.allowed_hosts),
-        allowed_origins=tuple(args.allowed_origins),
-        json_response=args.json_response,
-        max_body=args.limits.line_bytes,
-        grace_seconds=args.shutdown_grace,
-    )
-    passed = [option for option in WORKER_OPTIONS if option in args.given]
-    settings = WorkerSettings(
-        rundir=make_rundir(),
-        log_level=args.log_level,
-        options=tuple(passed),
-        grace_seconds=args.shutdown_grace,
-    )
-    log.info("sandboxfs %s: tenants front; workers' sockets in %s", __version__, settings.rundir)
-    _confine_front(args)
-    trio.run(serve_front, listener, sidecar, args.tenants or "", tenants, settings)
-    return EXIT_OK
-
-
-def _confine_front(args: Arguments) -> None:
-    """The front's own Landlock: no TCP beyond its listening socket, signals and abstract
-    sockets scoped.  Not the filesystem: the workers it starts inherit its domain."""
-    if args.no_landlock:
-        log.warning("Warning: Landlock disabled (--no-landlock) for the front and every worker")
-        return
-    try:
-        status = landlock.confine_network()
-    except (OSError, RuntimeError) as exc:
-        if args.require_landlock:
-            _fail(f"cannot apply Landlock to the front: {exc}")
-        log.warning("WARNING: Landlock could not be applied to the front (%s)", exc)
-        return
-    if not status.enforced and args.require_landlock:
-        _fail(f"--require-landlock: {status.detail}")
-    log.info("front: %s", status.detail)

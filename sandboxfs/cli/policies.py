@@ -123,15 +123,25 @@ def load_policy_file(path: str) -> tuple[Rules, list[tuple[str, bool, Rules]]]:
     return rules, directories
 
 
+#: A policy file as read: its rules for every directory, and its directories
+#: (path, writable, own rules).
+PolicyFile = tuple[Rules, list[tuple[str, bool, Rules]]]
+
+
 def configure(
     directories: Sequence[str], rules: Rules, policy_file: str | None, *, read_only: bool
 ) -> list[Directory]:
     """Every allowed directory with its policy: the command line's (``DIR:ro``
     suffixes split off), then the policy file's.  Raises PolicyError or OSError."""
-    file_rules = Rules()
-    file_directories: list[tuple[str, bool, Rules]] = []
-    if policy_file is not None:
-        file_rules, file_directories = load_policy_file(policy_file)
+    loaded = load_policy_file(policy_file) if policy_file is not None else (Rules(), [])
+    return combine(directories, rules, loaded, read_only=read_only)
+
+
+def combine(
+    directories: Sequence[str], rules: Rules, loaded: PolicyFile, *, read_only: bool
+) -> list[Directory]:
+    """:func:`configure` with the policy file already read (``loaded``)."""
+    file_rules, file_directories = loaded
     everywhere = rules + file_rules
     # Checked once even with no directory to apply them to.
     Policy.of(hide=everywhere.hide, protect=everywhere.protect, presets=everywhere.presets)
@@ -151,11 +161,3 @@ def configure(
         )
         result.append(Directory(path, policy))
     return result
-
-
-def global_policy(rules: Rules, policy_file: str | None) -> Policy:
-    """The policy of the rules for every directory: ``rules`` and a policy file's top
-    level (what directories made while serving, such as workspaces, carry).  Raises
-    PolicyError or OSError."""
-    every = rules + (load_policy_file(policy_file)[0] if policy_file is not None else Rules())
-    return Policy.of(hide=every.hide, protect=every.protect, presets=every.presets)

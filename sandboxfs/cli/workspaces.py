@@ -23,23 +23,32 @@ from sandboxfs.core.allowlist import AllowList, Root
 from sandboxfs.core.chokepoint import Confinement
 from sandboxfs.core.pathnames import relative_to
 from sandboxfs.core.policy import OPEN, Policy
-from sandboxfs.fs.workspaces import WORKSPACE_ID_ENV, Base, SessionLease, check_name, parse_age
+from sandboxfs.fs.workspaces import Base, SessionLease, parse_age
 from sandboxfs.session.workspaces import WorkspaceSessions
 from sandboxfs.tools.format import format_size
 
 log = logging.getLogger("sandboxfs")
 
 USAGE: Final = "usage: sandboxfs workspaces BASE [--prune AGE]   (AGE: e.g. 30m, 12h, 7d)"
+HELP: Final = f"""{USAGE}
+
+List the sessions under BASE (id, idle time, last use, size, whether a server
+holds it) and the shared stores.  With --prune AGE, remove the sessions idle
+longer than AGE that no server holds; stores are never pruned.
+
+options:
+  --prune AGE   remove sessions idle longer than AGE (s, m, h, d or w)
+  -h, --help    show this help and exit
+
+exit status:
+  0  done
+  1  BASE cannot be opened, or a session could not be removed
+  2  the command line cannot be used"""
 
 
 @final
 class SetupError(Exception):
-    """``--workspaces`` cannot be used as given; the message says why (exit 1, or 2
-    for a bad id)."""
-
-    def __init__(self, message: str, *, usage: bool = False) -> None:
-        super().__init__(message)
-        self.usage = usage
+    """``--workspaces`` cannot be used as given; the message says why (exit 1)."""
 
 
 def setup(
@@ -53,7 +62,7 @@ def setup(
     policy: Policy = OPEN,
 ) -> tuple[WorkspaceSessions, SessionLease | None]:
     """The server's workspaces, and over stdio the lease of this process's session
-    (``workspace_id``, else ``SANDBOXFS_WORKSPACE_ID``, else a fresh one)."""
+    (``workspace_id``, already checked, else a fresh one)."""
     for root in cli_roots:
         if (
             relative_to(root.path, base_root.path) is not None
@@ -72,13 +81,6 @@ def setup(
     sessions = WorkspaceSessions(base, AllowList.of(cli_roots), token_required=token_required)
     if http:
         return sessions, None
-    if workspace_id is None:
-        workspace_id = os.environ.get(WORKSPACE_ID_ENV)
-        if workspace_id is not None:
-            try:
-                check_name(workspace_id, WORKSPACE_ID_ENV)
-            except ValueError as exc:
-                raise SetupError(str(exc), usage=True) from None
     try:
         lease = sessions.for_process(workspace_id)
     except OSError as exc:
@@ -105,9 +107,12 @@ def _when(seconds: float) -> str:
     return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def main(argv: Sequence[str]) -> int:
+def main(argv: Sequence[str]) -> int:  # noqa: PLR0911 - help, usage errors, each outcome
     """``sandboxfs workspaces BASE [--prune AGE]``; returns the exit status."""
     items = list(argv)
+    if "-h" in items or "--help" in items:
+        print(HELP)
+        return EXIT_OK
     age: float | None = None
     if "--prune" in items:
         at = items.index("--prune")

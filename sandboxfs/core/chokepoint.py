@@ -368,6 +368,15 @@ class Directory:
             return [name for name, _ in kept], "".join(kind for _, kind in kept)
         return names, kinds
 
+    def visible_subdirectories(self) -> int:
+        """How many subdirectories this (readable) directory holds, hidden ones left
+        out (only the subdirectories' names are judged)."""
+        names, kinds = syscalls.read_dir(self.fd)
+        subdirectories = [name for name, kind in zip(names, kinds, strict=True) if kind == "d"]
+        return len(subdirectories) - len(
+            self.policy.hidden_names(self.location.rel, subdirectories)
+        )
+
     def read_files(
         self, batch: syscalls.LeafBatch, names: bytes, *, block: int, probe: int, needle: bytes
     ) -> int:

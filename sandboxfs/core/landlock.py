@@ -213,8 +213,16 @@ def confine_network() -> LandlockStatus:
     if not _only_thread():
         raise RuntimeError("Landlock must be applied before any thread starts")
     scoped = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if abi >= 6 else 0
-    ruleset = syscalls.landlock_create_ruleset(0, NET_BIND_TCP | NET_CONNECT_TCP, scoped)
+    # A layer that does not handle REFER denies every rename or link into another
+    # directory beneath it (the kernel's default since ABI 2): handled and granted on
+    # "/", this layer leaves them to the workers' own layers.
+    ruleset = syscalls.landlock_create_ruleset(REFER, NET_BIND_TCP | NET_CONNECT_TCP, scoped)
     try:
+        everywhere = os.open("/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            syscalls.landlock_add_path_rule(ruleset, REFER, everywhere)
+        finally:
+            os.close(everywhere)
         syscalls.set_no_new_privs()
         syscalls.landlock_restrict_self(ruleset)
     finally:
@@ -224,3 +232,25 @@ def confine_network() -> LandlockStatus:
         parts.append("abstract unix sockets and signals scoped")
     parts.append("the filesystem is not restricted (each worker confines itself)")
     return LandlockStatus(abi, True, f"Landlock ABI {abi}: " + "; ".join(parts))
+
+
+def confine_nothing() -> LandlockStatus:
+    """Restrict this process, and every process it starts, to **no** filesystem access
+    at all (nothing opened, read, written, executed or made, anywhere), no TCP bind
+    or connect (ABI >= 4), and abstract unix sockets and signals scoped to its own
+    domain (ABI >= 6).  For code_map's parse helpers, which hold no file and need
+    none.  Returns what was enforced; raises OSError if the kernel refused."""
+    abi = abi_version()
+    if abi <= 0:
+        return LandlockStatus(0, False, "the kernel does not support Landlock")
+    if not _only_thread():
+        raise RuntimeError("Landlock must be applied before any thread starts")
+    net = NET_BIND_TCP | NET_CONNECT_TCP if abi >= 4 else 0
+    scoped = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if abi >= 6 else 0
+    ruleset = syscalls.landlock_create_ruleset(handled_fs(abi), net, scoped)
+    try:
+        syscalls.set_no_new_privs()
+        syscalls.landlock_restrict_self(ruleset)
+    finally:
+        os.close(ruleset)
+    return LandlockStatus(abi, True, f"Landlock ABI {abi}: no filesystem access")

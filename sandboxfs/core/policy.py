@@ -203,6 +203,11 @@ class Policy:
 
     # -- what it says ------------------------------------------------------------
 
+    @property
+    def hides(self) -> bool:
+        """Whether anything may be hidden (by this directory's rules or a nested one's)."""
+        return bool(self.hide) or any(policy.hides for _, policy in self.also)
+
     def _nested(self, rel: tuple[str, ...]) -> Iterator[tuple[Policy, tuple[str, ...]]]:
         """The nested directories' policies that apply at ``rel``, each with ``rel``
         as seen from its own directory."""

@@ -1,7 +1,8 @@
 """Opening the directories a 2025-era client's Roots name.
 
 Without confinement, valid client Roots are directories in their own right (the
-reference server's rule): each is opened as a new allowed directory.  With
+reference server's rule): each is opened as a new allowed directory, under the
+policy given for every directory (``--hide``, ``--read-only``, ...).  With
 confinement (``--confine-roots``, or forced by Landlock), a root inside a
 command-line directory is opened beneath that directory's descriptor through
 the chokepoint, so it cannot be anywhere else; a root containing command-line
@@ -18,8 +19,9 @@ from urllib.parse import unquote_to_bytes, urlsplit
 
 from sandboxfs.core.allowlist import AllowList, Root, nest_policies
 from sandboxfs.core.chokepoint import Confinement, open_root_beneath
-from sandboxfs.core.names import quote_name
+from sandboxfs.core.names import has_lone_surrogate, quote_name
 from sandboxfs.core.pathnames import normalize_absolute, relative_to
+from sandboxfs.core.policy import Policy
 
 log = logging.getLogger("sandboxfs")
 
@@ -34,6 +36,8 @@ def local_path(uri: str) -> str | None:
     parts = urlsplit(uri)
     if parts.scheme != "file" or parts.netloc not in ("", "localhost"):
         return None
+    if has_lone_surrogate(parts.path):  # no bytes stand for it: not a path at all
+        return None
     raw = unquote_to_bytes(parts.path)
     if not raw.startswith(b"/") or b"\0" in raw:
         return None
@@ -41,11 +45,18 @@ def local_path(uri: str) -> str | None:
 
 
 def roots_from_uris(
-    uris: Sequence[str], cli: AllowList, *, confine: bool, confinement: Confinement
+    uris: Sequence[str],
+    cli: AllowList,
+    *,
+    confine: bool,
+    confinement: Confinement,
+    policy: Policy,
 ) -> list[Root]:
     """Open the directories a client's Roots name (blocking: run it in a worker thread).
 
-    Each problem with a root is logged and the root skipped.
+    Unconfined, each carries ``policy``; confined, each keeps the policy of the
+    allowed directory it lies in.  Each problem with a root is logged and the root
+    skipped.
     """
     roots: list[Root] = []
     for uri in uris:
@@ -60,7 +71,7 @@ def roots_from_uris(
                 log.warning("Skipping client root that is not a directory: %s", shown)
                 continue
             if not confine:
-                roots.append(Root.open(given))
+                roots.append(Root.open(given, policy))
                 continue
             inside = cli.map(real)
             if inside is not None:

@@ -6,6 +6,16 @@ read once through its own handle and the object that text leads to.  A symlink
 whose text leads outside the allowed directories is described without anything
 derived from its target (no text, no size), the same whether the target exists
 or not.  Special files are described, never opened.
+
+A directory's own size and link count count every entry in it, hidden ones
+included (a link per subdirectory; on tmpfs, 20 bytes per entry), so under a
+policy that hides anything (:func:`withholds_directory_counts`) they are never
+reported as the filesystem gives them: the size is withheld, and the link count
+is computed from the visible entries alone: 2 + the visible subdirectories (what
+a POSIX filesystem would count if the hidden entries did not exist; unknown when
+the directory cannot be listed).  Under a policy that hides nothing, both are the
+filesystem's, at no extra cost.  A directory's times still change when a hidden
+entry in it does (left as the filesystem gives them).
 """
 
 from __future__ import annotations
@@ -18,6 +28,7 @@ from typing import NamedTuple, final
 from sandboxfs.binding.syscalls import Statx
 from sandboxfs.core.chokepoint import LIST_FLAGS, READ_FLAGS, Directory, Handle
 from sandboxfs.core.errors import AccessDenied, SandboxError
+from sandboxfs.core.policy import Policy
 from sandboxfs.fs.context import FsContext
 from sandboxfs.fs.files import revision_of_open
 from sandboxfs.fs.metadata import read_xattrs
@@ -40,11 +51,30 @@ class Description(NamedTuple):
     target_described: bool = True
     xattrs: dict[str, bytes] = {}  # noqa: RUF012 - a NamedTuple default, never mutated
     revision: str | None = None
+    #: A directory under a policy that hides entries: its size and link count as the
+    #: filesystem gives them would count hidden entries (see the module docstring).
+    counts_withheld: bool = False
+    #: Its link count from the visible entries (2 + visible subdirectories), or None
+    #: when it cannot be listed; meaningful only with ``counts_withheld``.
+    visible_links: int | None = None
 
     @property
     def size_hidden(self) -> bool:
-        """A symlink leading outside: its own size is the length of an outside path."""
-        return self.is_symlink and not self.target_inside
+        """Whether the size must not be shown: a symlink leading outside (its own size
+        is the length of an outside path), or a directory whose size counts hidden
+        entries."""
+        return (self.is_symlink and not self.target_inside) or self.counts_withheld
+
+    @property
+    def links(self) -> int | None:
+        """The link count to show (None: not known without counting hidden entries)."""
+        return self.visible_links if self.counts_withheld else self.info.nlink
+
+
+def withholds_directory_counts(policy: Policy) -> bool:
+    """Whether a directory under ``policy`` may hold hidden entries, so that its size
+    and link count must not be shown as the filesystem counts them."""
+    return policy.hides
 
 
 def describe(ctx: FsContext, path: str, *, tree_revision: bool = False) -> Description:
@@ -75,28 +105,45 @@ def _described(ctx: FsContext, handle: Handle, tree_revision: bool) -> Descripti
     extended attributes and revision, read through a reopened descriptor (none
     when it cannot be opened for reading)."""
     info = handle.statx()
+    withheld = handle.is_dir and withholds_directory_counts(handle.location.root.policy)
     if not (handle.is_regular or handle.is_dir):
         return Description(info)
     try:
         fd = handle.reopen(LIST_FLAGS if handle.is_dir else READ_FLAGS)
-    except PermissionError:
-        return Description(info)
+    except PermissionError:  # a directory that cannot be listed: its links are unknown
+        return Description(info, counts_withheld=withheld)
     try:
         opened = os.fstat(fd)
         attributes = read_xattrs(fd)
-        directory = None
-        if stat.S_ISDIR(opened.st_mode):
-            if not tree_revision:
-                return Description(info, xattrs=attributes)
-            directory = Directory(
-                fd, handle.location, handle.path, handle.confinement, readable=True
-            )
-        try:
-            revision = revision_of_open(ctx, fd, opened, directory, handle.path, fresh=False)
-        except OSError as exc:
-            if exc.errno not in (errno.EACCES, errno.EPERM):
-                raise
-            revision = None
-        return Description(info, xattrs=attributes, revision=revision)
+        if not stat.S_ISDIR(opened.st_mode):
+            revision = _revision(ctx, fd, opened, None, handle.path)
+            return Description(info, xattrs=attributes, revision=revision)
+        directory = Directory(fd, handle.location, handle.path, handle.confinement, readable=True)
+        found = Description(info, xattrs=attributes, counts_withheld=withheld)
+        if withheld:
+            found = found._replace(visible_links=_visible_links(directory))
+        if tree_revision:
+            found = found._replace(revision=_revision(ctx, fd, opened, directory, handle.path))
+        return found
     finally:
         os.close(fd)
+
+
+def _visible_links(directory: Directory) -> int | None:
+    """2 + the visible subdirectories of a readable directory (its ``.`` and the entry
+    naming it, and each subdirectory's ``..``); None if it cannot be read."""
+    try:
+        return 2 + directory.visible_subdirectories()
+    except PermissionError:
+        return None
+
+
+def _revision(
+    ctx: FsContext, fd: int, opened: os.stat_result, directory: Directory | None, path: str
+) -> str | None:
+    try:
+        return revision_of_open(ctx, fd, opened, directory, path, fresh=False)
+    except OSError as exc:
+        if exc.errno not in (errno.EACCES, errno.EPERM):
+            raise
+        return None

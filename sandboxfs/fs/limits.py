@@ -2,16 +2,55 @@
 
 Each field is settable on the command line (``--max-...``; see ``sandboxfs --help``)
 and documented in the README.  The defaults keep one request from hanging or
-exhausting the server while leaving ordinary agent work untouched.
+exhausting the server while leaving ordinary agent work untouched.  Every field has
+a documented range (:data:`LIMIT_RANGES`): a value outside it (or not a finite
+number) is refused at the command line; here too, but for the lower end of seconds.
 """
 
 from __future__ import annotations
 
+import math
+import sys
 from dataclasses import dataclass, fields
 from typing import Final, final
 
 KiB: Final = 1024
 MiB: Final = 1024 * KiB
+GiB: Final = 1024 * MiB
+TiB: Final = 1024 * GiB
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Range:
+    """The values a number may take: from ``low`` to ``high``, both included."""
+
+    low: int | float
+    high: int | float
+
+    def holds(self, value: float) -> bool:
+        """Whether ``value`` is a finite number in range (never NaN, never -0.0)."""
+        if isinstance(value, float) and (not math.isfinite(value) or math.copysign(1.0, value) < 0):
+            return False
+        return self.low <= value <= self.high
+
+    @property
+    def whole(self) -> bool:
+        """Whether the values are whole numbers."""
+        return isinstance(self.low, int)
+
+    def accepts(self, value: object) -> bool:
+        """Whether ``value`` is a number of the right kind (a whole one for a count),
+        finite and in range."""
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return False
+        if self.whole and not isinstance(value, int):
+            return False
+        return self.holds(value)
+
+    def describe(self) -> str:
+        """``1 to 512``, ``0.001 to 86400``: the range as a user types it."""
+        return f"{self.low:g} to {self.high:g}" if not self.whole else f"{self.low} to {self.high}"
 
 
 @final
@@ -49,10 +88,40 @@ class Limits:
     line_bytes: int = 16 * MiB
 
     def __post_init__(self) -> None:
+        """Every value is a positive, finite number (whole for counts and sizes) no
+        larger than its range allows.  The lower end of a range of seconds is the
+        operator's (checked where values are given): code may ask for less."""
         for field in fields(self):
             value = getattr(self, field.name)
-            if value <= 0:
-                raise ValueError(f"limit {field.name} must be positive, got {value}")
+            allowed = LIMIT_RANGES[field.name]
+            if not allowed.whole:
+                allowed = Range(sys.float_info.min, allowed.high)
+            if not allowed.accepts(value):
+                raise ValueError(
+                    f"limit {field.name} must be a positive finite number up to "
+                    f"{allowed.high:g}, got {value!r}"
+                )
+
+
+#: The range of each limit.  Counts and sizes start at 1; sizes stop at 1 TiB, far
+#: beyond any sane cap yet well inside what C and the kernel take.  Seconds run from
+#: a millisecond to a day.  The tree depth stops at 512 (a removal descends
+#: recursively, one open directory per level).
+_SECONDS: Final = Range(0.001, 86400.0)
+LIMIT_RANGES: Final[dict[str, Range]] = {
+    "read_bytes": Range(1, TiB),
+    "edit_bytes": Range(1, TiB),
+    "write_bytes": Range(1, TiB),
+    "walk_entries": Range(1, 1_000_000_000),
+    "revision_entries": Range(1, 1_000_000_000),
+    "search_seconds": _SECONDS,
+    "tree_depth": Range(1, 512),
+    "symlink_hops": Range(1, 1024),
+    "concurrent_calls": Range(1, 100_000),
+    "worker_threads": Range(1, 4096),
+    "fs_timeout": _SECONDS,
+    "line_bytes": Range(1, TiB),
+}
 
 
 #: Help text for each limit, used by the CLI and the README.

@@ -8,6 +8,7 @@ from typing import NamedTuple, final
 from sandboxfs.core.chokepoint import Directory, Location
 from sandboxfs.core.errors import SandboxError
 from sandboxfs.fs.context import FsContext
+from sandboxfs.fs.describe import withholds_directory_counts
 from sandboxfs.fs.entries import Entry, read_entries
 from sandboxfs.fs.trees import TooManyEntries, tree_revision_below
 
@@ -23,6 +24,10 @@ class Listing(NamedTuple):
     #: Per entry, when asked for: its size (a symlink's is its target's, if that is
     #: inside), None for directories and for what cannot be known.
     sizes: list[int | None] | None = None
+    #: Whether the directory's policy hides entries: then the sizes and link counts of
+    #: its subdirectories (which count hidden entries) must not reach an answer, not
+    #: even as an order (see :mod:`sandboxfs.fs.describe`).
+    counts_withheld: bool = False
 
 
 def list_dir(
@@ -43,7 +48,8 @@ def list_dir(
             except TooManyEntries:
                 revision = None
         shown = _sizes(ctx, directory, path, entries) if sizes else None
-        return Listing(entries, revision, shown)
+        withheld = withholds_directory_counts(directory.policy)
+        return Listing(entries, revision, shown, withheld)
 
 
 def _sizes(

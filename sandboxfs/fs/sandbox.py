@@ -4,7 +4,9 @@ Synchronous, thread-safe, no MCP types.  Each operation takes request paths as
 the client gave them (positional-only), resolves each of them once, and raises
 :class:`~sandboxfs.core.errors.SandboxError` with messages naming only those
 paths: an :class:`OSError` that reaches this layer is converted here, by the
-one converter, naming the paths of the call.
+one converter, naming the paths of the call; a name the kernel cannot be given
+(a lone surrogate that stands for no byte, however the client spelled it) is
+refused as an invalid path.
 
 Every public operation is declared with :func:`operation`, which says which of
 its parameters are client paths and whether each follows a final symlink:
@@ -26,6 +28,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar, final
 
 from sandboxfs.binding.syscalls import Statx
+from sandboxfs.core.errors import InvalidPath
 from sandboxfs.core.resolver import Resolver
 from sandboxfs.core.watch import Watch
 from sandboxfs.fs import describe as describing
@@ -68,6 +71,12 @@ def operation(*roles: PathRole) -> Callable[[F], F]:
             except OSError as exc:
                 named = " -> ".join(str(path) for path in args[:count])
                 raise self.resolver.error(exc, named) from None
+            except UnicodeEncodeError:
+                # A name the kernel cannot be given (a lone surrogate that stands for
+                # no byte), however it was spelled: refused, never an internal error.
+                raise InvalidPath(
+                    "Path is not valid Unicode (it contains a lone surrogate)"
+                ) from None
 
         gated.path_roles = roles  # type: ignore[attr-defined]
         return gated  # type: ignore[return-value]
@@ -150,8 +159,9 @@ class Sandbox:
 
     def file_revision(self, f: OpenFile) -> str | None:
         """The revision of an open file (from the cache when its ``fstat`` is
-        unchanged); None if it is larger than the edit limit."""
-        return files.cached_file_revision(self.ctx, f.fd, f.stat, fresh=False)
+        unchanged); None if it is larger than the edit limit.  An OSError is the
+        client-safe error naming the file (as it was opened)."""
+        return files.open_file_revision(self.ctx, f)
 
     @operation(FOLLOW)
     def stat(self, path: str, /, *, follow: bool = True) -> Statx:

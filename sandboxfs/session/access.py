@@ -7,7 +7,8 @@ none runs against a root the client has just withdrawn.
 
 Rules (the seed README, "How It Works"):
 
-* Without ``confine``, valid client Roots replace the command-line directories.
+* Without ``confine``, valid client Roots replace the command-line directories,
+  each carrying ``roots_policy`` (the rules given for every directory).
 * With ``confine`` (``--confine-roots``, or forced by Landlock), a root inside a
   command-line directory is allowed as given, a root containing command-line
   directories is narrowed to them, and a root outside all of them is ignored
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 from typing import final
 
 from sandboxfs.core.allowlist import AllowList, Root
+from sandboxfs.core.policy import OPEN, Policy
 from sandboxfs.fs.workspaces import Workspace
 
 log = logging.getLogger("sandboxfs")
@@ -55,9 +57,13 @@ class AccessControl:
         notes: tuple[str, ...] = (),
         policy_notes: tuple[str, ...] = (),
         workspace: Workspace | None = None,
+        roots_policy: Policy = OPEN,
     ) -> None:
         self.cli = cli
         self.confine = confine
+        #: The policy every directory of an unconfined Roots answer carries (a
+        #: confined one keeps the policy of the directory it lies in).
+        self.roots_policy = roots_policy
         #: This connection's session directory and the stores (``--workspaces``).
         self.workspace = workspace
         #: Lines list_allowed_directories adds after the directories (about Roots).

@@ -11,34 +11,34 @@ connection.
 
 What it owns: the era of the connection (2025 ``initialize`` or 2026-07-28
 stateless requests with their envelope), the handshake and capabilities, every
-method sandboxfs serves and the errors for the rest, the client's Roots (the
-``roots/list`` requests the server sends, one at a time, and the calls that wait
-while they are answered), the requests in flight and their cancellation.
+method sandboxfs serves and the errors for the rest, when the client's Roots are
+asked for (the questions themselves, their answers and the calls that wait for
+them are :mod:`sandboxfs.session.clientroots`), the requests in flight and their
+cancellation.
 
 Guarantees: every request gets exactly one answer unless the client cancelled it;
 a notification or a response never gets one; nothing a client sends raises out of
 :meth:`Session.receive` (an unexpected failure is answered -32603); client text
-that reaches the log is escaped.
+that reaches the log is escaped (and, from a Roots answer, bounded); a Roots
+answer, however malformed, never leaves a question outstanding, and calls never
+wait for the Roots longer than ``ROOTS_FETCH_TIMEOUT``.
 """
 
 from __future__ import annotations
 
 import itertools
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Final, Literal, final
 
-from sandboxfs.core.names import quote_name
+from sandboxfs.session.clientroots import ClientRoots
 from sandboxfs.session.effects import (
     Call,
     Caller,
     Cancel,
     Close,
     Effect,
-    KeepRoots,
-    OpenRoots,
     Send,
-    StartTimer,
     UseCommandLine,
 )
 from sandboxfs.session.envelope import (
@@ -58,13 +58,11 @@ from sandboxfs.session.jsonrpc import (
     INVALID_PARAMS,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
-    ROOTS_FETCH_TIMEOUT,
     SUPPORTED_VERSIONS,
     ProtocolError,
     correlation_key,
     error_message,
 )
-from sandboxfs.session.rooturis import root_uris
 
 log = logging.getLogger("sandboxfs")
 
@@ -144,23 +142,6 @@ class _InFlight:
     method: str
 
 
-@dataclass
-class _Roots:
-    """The client's Roots: declared, fetched one request at a time."""
-
-    declared: bool = False
-    #: The update under way (calls wait while one is), if any.
-    generation: int | None = None
-    #: The id of the roots/list request awaiting an answer, if any.
-    asking: str | None = None
-    #: A change was announced while a request was out: ask again once it is answered.
-    again: bool = False
-    #: Calls waiting for the update, in arrival order.
-    waiting: list[Call] = field(default_factory=list)
-    #: Whether the Roots were asked for since the last ``initialize``.
-    fetched: bool = False
-
-
 # -- the session --------------------------------------------------------------------------
 
 
@@ -181,10 +162,9 @@ class Session:
         self.closed = False
         self.input_over = False
         self._keys = itertools.count(1)
-        self._asks = itertools.count(1)
-        self._generations = itertools.count(1)
+        self._told_no_roots_capability = False
         self._in_flight: dict[int, _InFlight] = {}
-        self._roots = _Roots()
+        self._roots = ClientRoots()
         self._greeted_without_roots = False
 
     # -- what the transport asks ------------------------------------------------------------
@@ -197,10 +177,11 @@ class Session:
     # -- inputs -------------------------------------------------------------------------
 
     def receive(self, message: JSON) -> list[Effect]:
-        """A decoded JSON-RPC object (its envelope already sound, see jsonrpc.decode)."""
+        """A decoded JSON-RPC object (see jsonrpc.decode: a request's envelope is sound,
+        a response comes as the client sent it)."""
         try:
             if "method" not in message:
-                return self._response(message)
+                return self._roots.response(message)
             if "id" not in message:
                 return self._notification(message["method"], message.get("params"))
             return self._request(message["id"], message["method"], message.get("params"))
@@ -237,23 +218,15 @@ class Session:
     def roots_settled(self, generation: int) -> list[Effect]:
         """The Roots answer of ``generation`` is in force (or was given up): the calls
         that waited for it run now."""
-        roots = self._roots
-        if roots.generation != generation or roots.asking is not None:
-            return []
-        return self._release()
+        return self._roots.settled(generation)
 
     def timer_expired(self, name: str) -> list[Effect]:
-        kind, _, ask = name.partition(":")
-        if kind == "roots" and ask == self._roots.asking:
-            return self._roots_failed(f"no answer to roots/list within {ROOTS_FETCH_TIMEOUT:g} s")
-        return []
+        return self._roots.timer_expired(name)
 
     def input_ended(self) -> list[Effect]:
         """End of input: nothing more will come; questions to the client go unanswered."""
         self.input_over = True
-        if self._roots.asking is not None:
-            return self._roots_failed("the connection closed")
-        return []  # an answer being opened settles as usual
+        return self._roots.input_ended()
 
     # -- requests ---------------------------------------------------------------------------
 
@@ -329,9 +302,8 @@ class Session:
             Caller(version, client=self.client, peer=self.peer),
             progress_token(params),
         )
-        if self._roots.generation is not None:
-            self._roots.waiting.append(call)  # the client's Roots are being fetched
-            return []
+        if self._roots.updating:  # the client's Roots are being fetched
+            return self._roots.hold(call)
         return [call]
 
     def _initialize(self, request_id: Any, params: JSON) -> list[Effect]:
@@ -387,9 +359,14 @@ class Session:
 
     def _roots_changed(self) -> list[Effect]:
         if not self._roots.declared:
-            log.info("Ignoring roots/list_changed from a client without the Roots capability")
+            if not self._told_no_roots_capability:  # said once: a storm is not a log flood
+                self._told_no_roots_capability = True
+                log.info("Ignoring roots/list_changed from a client without the Roots capability")
             return []
         return self._fetch_roots()
+
+    def _fetch_roots(self) -> list[Effect]:
+        return [] if self.input_over else self._roots.fetch()
 
     def _initialized(self) -> list[Effect]:
         if not self.initialized:
@@ -416,58 +393,8 @@ class Session:
         ]
         for key in cancelled:
             del self._in_flight[key]  # never answered now
-        roots = self._roots
-        if cancelled and roots.waiting:
-            roots.waiting = [c for c in roots.waiting if c.key not in cancelled]
+        self._roots.forget(cancelled)
         return [Cancel(key) for key in cancelled]
-
-    # -- the client's Roots ----------------------------------------------------------------
-
-    def _fetch_roots(self) -> list[Effect]:
-        roots = self._roots
-        if self.input_over:
-            return []
-        roots.generation = next(self._generations)
-        if roots.asking is not None:
-            roots.again = True  # one question at a time: ask again once this one is answered
-            return []
-        ask = f"sandboxfs-{next(self._asks)}"
-        roots.asking = ask
-        request = {"jsonrpc": "2.0", "id": ask, "method": "roots/list"}
-        return [Send(request), StartTimer(f"roots:{ask}", ROOTS_FETCH_TIMEOUT)]
-
-    def _response(self, message: JSON) -> list[Effect]:
-        roots = self._roots
-        if roots.asking is None or message.get("id") != roots.asking:
-            log.debug("Ignoring a response to no request of ours")
-            return []
-        roots.asking = None
-        if roots.again:  # superseded while it was out: ask again
-            roots.again = False
-            roots.generation = None
-            return self._fetch_roots()
-        if "error" in message:
-            error = message["error"]
-            detail = error.get("message") if isinstance(error, dict) else None
-            return self._roots_failed(quote_name(str(detail or "an error answer")))
-        try:
-            uris = root_uris(message.get("result"))
-        except ValueError as exc:
-            return self._roots_failed(str(exc))
-        generation = roots.generation
-        assert generation is not None
-        return [OpenRoots(generation, tuple(uris))]
-
-    def _roots_failed(self, reason: str) -> list[Effect]:
-        self._roots.asking = None
-        self._roots.again = False
-        return [KeepRoots(reason), *self._release()]
-
-    def _release(self) -> list[Effect]:
-        roots = self._roots
-        waiting, roots.waiting = roots.waiting, []
-        roots.generation = None
-        return list(waiting)
 
 
 def _result(request_id: Any, result: JSON) -> JSON:

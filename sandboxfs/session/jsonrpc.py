@@ -1,8 +1,9 @@
 """JSON-RPC on the wire: protocol versions, error codes, how request ids correlate
 (the MCP SDK's own values: a test compares them), and lines in and out.
 
-:func:`decode` turns a line into a JSON-RPC object with a sound envelope, or the
-error line to answer; :func:`encode` turns any message into bytes and never
+:func:`decode` turns a line into a JSON-RPC request or notification with a sound
+envelope, a response (judged by the session, which alone knows its questions), or
+the error line to answer; :func:`encode` turns any message into bytes and never
 raises (text a client sent that JSON cannot carry, such as a lone surrogate, is
 replaced, not fatal).
 """
@@ -141,8 +142,9 @@ def _envelope_problem(obj: dict[str, Any]) -> str | None:
 
 
 def decode(line: bytes) -> dict[str, Any] | bytes | None:
-    """A JSON-RPC object with a sound envelope, the error line to send back, or None
-    (a blank line, or a malformed response: a response is never answered)."""
+    """A request or notification with a sound envelope, a response with an id (its
+    envelope unchecked), the error line to send back, or None (a blank line, or a
+    response without an id: a response is never answered)."""
     if not line.strip():
         return None
     try:
@@ -155,10 +157,13 @@ def decode(line: bytes) -> dict[str, Any] | bytes | None:
 
 
 def _checked(obj: dict[str, Any]) -> dict[str, Any] | bytes | None:
-    """A decoded object with a sound envelope, the error line for it, or None for a
-    response that cannot be used (nobody to answer)."""
+    """A request or notification with a sound envelope, a response as it came (the
+    session judges it), the error line to send back, or None for a response
+    without an id (nobody to answer, nothing it could answer)."""
     if "method" not in obj and ("result" in obj or "error" in obj):  # a response
-        return obj if _envelope_problem(obj) is None and "id" in obj else None
+        # Handed over whatever its envelope: only the session knows whether it answers
+        # one of its questions (a malformed answer must still settle that question).
+        return obj if "id" in obj else None
     if "id" in obj and not valid_id(obj["id"]):
         return error_frame(None, INVALID_REQUEST, "Invalid Request: bad id")
     problem = _envelope_problem(obj)

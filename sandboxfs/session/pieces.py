@@ -4,9 +4,10 @@
 into pieces whose concatenation is that text: the message with each big string
 (a file's text, a media block's base64) replaced by a marker is encoded once,
 and each marker is replaced by the string's JSON escape, made a slice at a time.
-A 30 MiB read then holds its text and the pieces of its answer, instead of the
+A 30 MiB read then holds its text and the piece being written, instead of the
 encoder's growing buffer, the bytes copied out of it and the line joined for the
-transport (about five times the file, measured).
+transport (about five times the file, measured), and whatever the text's shape
+(a text of control characters escapes to six times its size, never held whole).
 
 Markers carry a random per-process nonce and a NUL, which JSON escapes; a
 message with a string that holds a marker anyway is encoded whole, so no string
@@ -17,7 +18,6 @@ from __future__ import annotations
 
 import re
 import secrets
-from collections import Counter
 from collections.abc import Iterator
 from typing import Any, Final
 
@@ -27,8 +27,10 @@ from sandboxfs.session.jsonrpc import clean_json_text, encode
 
 #: Strings at least this long are written in pieces.
 SPLICE_AT: Final = 1 << 20
-#: Characters escaped at a time.
-_SLICE: Final = 1 << 20
+#: Characters escaped at a time: a piece is at most six times this (control
+#: characters), and a piece being written is held in about three copies (the
+#: escape, the piece, the transport's frame).
+_SLICE: Final = 1 << 18
 _NONCE: Final = secrets.token_hex(16)
 _MARKER_TEXT: Final = f"\0sandboxfs-piece-{_NONCE}-"
 #: A marker as JSON spells it, with the index of the string it stands for.
@@ -102,7 +104,9 @@ def _escaped(text: str) -> Iterator[bytes]:
             encoded = pydantic_core.to_json(part)
         except pydantic_core.PydanticSerializationError:
             encoded = pydantic_core.to_json(clean_json_text(part))
-        yield encoded[1:-1]
+        piece = encoded[1:-1]
+        del part, encoded  # not held while the piece is written
+        yield piece
         start = cut
 
 
@@ -121,26 +125,16 @@ def encode_pieces(message: dict[str, Any]) -> bytes | Iterator[bytes]:
 
 
 def _pieces(skeleton: bytes, big: list[str | bytes]) -> Iterator[bytes]:
-    markers = [(m.start(), m.end(), big[int(m.group(1))]) for m in _MARKER.finditer(skeleton)]
-    # A text is often there twice (a tool's text and structuredContent.content are one
-    # string): escaped once, its pieces kept until its last use.
-    uses = Counter(id(text) for _, _, text in markers)
-    kept: dict[int, list[bytes]] = {}
+    """The skeleton with each marker replaced by its string's escape, made a slice at
+    a time.  A string there twice (a tool's text and structuredContent.content are one
+    string) is escaped again for its second use, never kept: what is held while an
+    answer is written is its strings and one slice's escape, however they escape (a
+    control character takes six bytes), so an answer a client is slow to take pins
+    no more than its own text."""
     at = 0
-    for start, end, text in markers:
-        yield skeleton[at : start + 1]  # up to and with the opening quote
-        key = id(text)
-        if key in kept:
-            yield from kept[key]
-        else:
-            escape = _escaped_bytes(text) if isinstance(text, bytes) else _escaped(text)
-            if uses[key] > 1:
-                kept[key] = list(escape)
-                yield from kept[key]
-            else:
-                yield from escape
-        uses[key] -= 1
-        if not uses[key]:
-            kept.pop(key, None)
-        at = end - 1  # from the closing quote on
+    for marker in _MARKER.finditer(skeleton):
+        yield skeleton[at : marker.start() + 1]  # up to and with the opening quote
+        text = big[int(marker.group(1))]
+        yield from _escaped_bytes(text) if isinstance(text, bytes) else _escaped(text)
+        at = marker.end() - 1  # from the closing quote on
     yield skeleton[at:]

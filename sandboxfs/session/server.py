@@ -45,6 +45,7 @@ from sandboxfs.session.jsonrpc import (
     INVALID_PARAMS,
     MODERN_VERSIONS,
     ProtocolError,
+    clean_json_text,
 )
 from sandboxfs.session.resources import FILE_TEMPLATE, read_resource
 from sandboxfs.tools import CallContext, MediaBlock, ToolResult, ToolSpec, served_tools
@@ -73,11 +74,13 @@ _NO_DIRECTORIES_2026: Final = (
 
 
 def clean_text(text: str) -> str:
-    """Text safe for JSON: bytes that were not UTF-8 in names become U+FFFD."""
+    """Text safe for JSON, whatever Unicode it holds: bytes of a name that were not
+    UTF-8 become U+FFFD as a UTF-8 decoder replaces them, and any other lone
+    surrogate (a client's unpaired escape, echoed in an error) one U+FFFD each
+    (:func:`~sandboxfs.session.jsonrpc.clean_json_text`, the one cleaner).  Never raises."""
     if not has_lone_surrogate(text):
         return text
-    cleaned: str = text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-    return cleaned
+    return clean_json_text(text)
 
 
 def _clean_json(value: dict[str, Any]) -> dict[str, Any]:
@@ -95,18 +98,40 @@ def _clean_top(value: Any) -> Any:
     return clean_text(value) if isinstance(value, str) else value
 
 
+#: Characters of one argument's text, and of one problem, an explanation quotes.
+_EXPLAINED_CHARS: Final = 200
+_PROBLEM_CHARS: Final = 500
+
+
+def _shortened(value: Any) -> Any:
+    """``value`` with every string longer than :data:`_EXPLAINED_CHARS` cut there: what
+    jsonschema quotes when it explains a refusal (quoting a 16 MiB string took seconds
+    and gigabytes, for an answer no one reads)."""
+    if isinstance(value, str):
+        return value if len(value) <= _EXPLAINED_CHARS else value[:_EXPLAINED_CHARS] + "…"
+    if isinstance(value, list):
+        return [_shortened(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _shortened(item) for key, item in value.items()}
+    return value
+
+
 def _argument_problems(schema: dict[str, Any], arguments: dict[str, Any]) -> str:
-    """Why ``arguments`` do not satisfy ``schema``, as jsonschema explains it."""
+    """Why ``arguments`` do not satisfy ``schema``, as jsonschema explains it (long
+    strings cut first, each problem at most :data:`_PROBLEM_CHARS` characters)."""
     import jsonschema  # noqa: PLC0415 - only refusals need it (and it is slow to import)
 
-    errors = jsonschema.Draft202012Validator(schema).iter_errors(arguments)
+    errors = jsonschema.Draft202012Validator(schema).iter_errors(_shortened(arguments))
     problems = []
     for error in sorted(errors, key=str):
         where = "/".join(str(p) for p in error.absolute_path)
         if error.validator == "additionalProperties" or not where:
-            problems.append(error.message)
+            problem = error.message
         else:
-            problems.append(f"'{where}': {error.message}")
+            problem = f"'{where}': {error.message}"
+        if len(problem) > _PROBLEM_CHARS:
+            problem = problem[:_PROBLEM_CHARS] + "…"
+        problems.append(problem)
     return "; ".join(problems) or "they do not match the tool's input schema"
 
 
@@ -293,7 +318,11 @@ class SandboxfsServer:
         try:
             roots = await self.bounded(
                 lambda _watch: roots_from_uris(
-                    uris, access.cli, confine=access.confine, confinement=self.confinement
+                    uris,
+                    access.cli,
+                    confine=access.confine,
+                    confinement=self.confinement,
+                    policy=access.roots_policy,
                 )
             )
         except SandboxError as exc:

@@ -16,7 +16,7 @@ import threading
 from collections import OrderedDict
 from typing import Final, final
 
-from sandboxfs.tools.codeparse import Parsed
+from sandboxfs.tools.codefacts import Parsed
 
 #: Bytes of parse results one server keeps, at most.
 CAPACITY_BYTES: Final = 64 * 1024 * 1024

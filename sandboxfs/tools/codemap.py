@@ -9,11 +9,14 @@ entries and ``tree_depth`` levels.  Below the start it never enters
 :data:`FILE_CAP` source files.  Each file is opened as grep opens one (an ``O_PATH``
 handle that must show a regular file, then the same inode for reading: special
 files are never opened for reading), at most :data:`FILE_BYTES` of it is read,
-and it is parsed (:mod:`~sandboxfs.tools.codeparse`) unless the server's parse
-cache (:mod:`~sandboxfs.tools.codecache`) knows it by its ``fstat``.  The whole
-call has ``search_seconds`` (``--max-search-seconds``); files it had no time for
-are counted in the summary.  Ranking: :mod:`~sandboxfs.tools.coderank`; what is
-printed within ``maxChars``: :mod:`~sandboxfs.tools.coderender`.
+and unless the server's parse cache (:mod:`~sandboxfs.tools.codecache`) knows it
+by its ``fstat``, its bytes go to a sandboxed parse helper
+(:mod:`~sandboxfs.tools.parsepool`): this process never parses.  The whole call,
+ranking included, has ``search_seconds`` (``--max-search-seconds``), of which
+walking, reading and parsing get :data:`PARSE_SHARE`; files it had no time for,
+and files whose helper failed, are counted in the summary.
+Ranking: :mod:`~sandboxfs.tools.coderank`; what is printed within ``maxChars``:
+:mod:`~sandboxfs.tools.coderender`.
 """
 
 from __future__ import annotations
@@ -27,10 +30,19 @@ from typing import Final, final
 from sandboxfs.core.errors import InvalidArgument, LimitExceeded, SandboxError
 from sandboxfs.core.names import quote_path, structured_path
 from sandboxfs.fs.files import OpenFile
-from sandboxfs.tools.codecache import parse_key
-from sandboxfs.tools.codeparse import Parsed, ParseStopped, language_of, parse_source
+from sandboxfs.tools.codecache import ParseKey, parse_key
+from sandboxfs.tools.codefacts import Parsed, language_of
 from sandboxfs.tools.coderank import Source
-from sandboxfs.tools.coderender import DEFAULT_CHARS, MAX_CHARS, MIN_CHARS, Walked, build_map
+from sandboxfs.tools.coderender import (
+    DEFAULT_CHARS,
+    MAX_CHARS,
+    MIN_CHARS,
+    RANKED_IN_PART,
+    Walked,
+    build_map,
+)
+from sandboxfs.tools.parsepool import ParserUnavailable, shared
+from sandboxfs.tools.parserun import Outcome, ParseRun, Unparsed
 from sandboxfs.tools.spec import (
     READ_ONLY,
     STRING_LIST,
@@ -45,6 +57,14 @@ from sandboxfs.tools.walking import Walker
 FILE_CAP: Final = 5000
 #: Bytes of one file a map reads, at most; larger files are skipped (and counted).
 FILE_BYTES: Final = 1024 * 1024
+#: The share of the call's budget that walking, reading and parsing may take; the
+#: rest is the ranking's, so that a file that stalls its parser costs the map its
+#: own lines, not its order.
+PARSE_SHARE: Final = 0.9
+#: Names (definitions plus distinct names referred to, summed over files) one map
+#: ranks, at most: the walk stops reading files there, and says so.  It bounds the
+#: ranking's memory, which is linear in them.
+NAMES_MAX: Final = 500_000
 #: Directories never entered below the start (besides dot-directories and virtualenvs).
 SKIPPED_DIRS: Final = frozenset(
     {"node_modules", "target", "build", "dist", "vendor", "__pycache__", "site-packages"}
@@ -69,6 +89,19 @@ class _Found:
 
 
 @final
+@dataclass(frozen=True, slots=True)
+class _Sent:
+    """A file waiting for its helper's answer: where its source goes in the map, how
+    it is shown, and its cache key (None if it changed while it was read)."""
+
+    order: int
+    shown: str
+    exact: str
+    key: ParseKey | None
+    focus: bool
+
+
+@final
 class _Mapper:
     """One code_map call: the walk, then reading and parsing what it found."""
 
@@ -76,13 +109,24 @@ class _Mapper:
         self.ctx = ctx
         self.walker = Walker(ctx, path, "code_map")
         self.prefix = path.rstrip("/") or "/"
-        self.deadline = time.monotonic() + ctx.limits.search_seconds
+        budget = ctx.limits.search_seconds
+        started = time.monotonic()
+        #: When the call must have answered, and when reading and parsing stop (the
+        #: rest of the budget is the ranking's).
+        self.deadline = started + budget
+        self.parse_deadline = started + budget * PARSE_SHARE
         self.walked = Walked()
         self.parsed = 0
         self.cached = 0
+        #: Names of the sources so far (see NAMES_MAX).
+        self.names = 0
+        self._run: ParseRun | None = None
+        self._sent: dict[int, _Sent] = {}
+        #: The map's sources, by their order (focus files first, then the walk's).
+        self.sources: dict[int, Source] = {}
 
     def out_of_time(self) -> bool:
-        return time.monotonic() > self.deadline
+        return time.monotonic() > self.parse_deadline
 
     def _shown(self, rel: tuple[str, ...]) -> tuple[str, str]:
         """A file's path as the text shows it and as structured content carries it."""
@@ -141,75 +185,101 @@ class _Mapper:
 
     # -- reading and parsing --------------------------------------------------------------
 
-    def parse_open(self, f: OpenFile, language: str, shown: str) -> Parsed | None:
-        """What the open file ``f`` defines and uses (from the cache when its ``fstat``
-        is known); None, counted, if it is too large or binary.  Raises ParseStopped."""
+    def _parse(self, order: int, language: str, data: bytes, sent: _Sent) -> None:
+        """Send ``data`` to a helper; its answer comes back through :meth:`_take`."""
+        if self._run is None:
+            pool = shared(self.ctx.limits.search_seconds)
+            self._run = ParseRun(pool, self.parse_deadline)
+        self._sent[order] = sent
+        self._take(self._run.submit(order, language, data))
+
+    def _take(self, outcomes: list[tuple[int, Outcome]]) -> None:
+        for order, outcome in outcomes:
+            sent = self._sent.pop(order)
+            if isinstance(outcome, Parsed):
+                self.parsed += 1
+                if sent.key is not None:
+                    self.ctx.parses.put(sent.key, outcome)
+                self._add(order, Source(sent.shown, sent.exact, outcome, focus=sent.focus))
+            elif outcome is Unparsed.FAILED:
+                self.walked.parser_failed += 1
+            else:
+                self.walked.unparsed += 1
+
+    def _add(self, order: int, source: Source) -> None:
+        self.sources[order] = source
+        self.names += len(source.parsed.definitions) + len(source.parsed.references)
+
+    def finish(self) -> list[Source]:
+        """Every source, in order, once the helpers answered or the deadline passed."""
+        if self._run is not None:
+            self._take(self._run.finish())
+        return [self.sources[order] for order in sorted(self.sources)]
+
+    def parse_open(
+        self, f: OpenFile, language: str, order: int, shown: str, exact: str, *, focus: bool
+    ) -> None:
+        """What the open file ``f`` defines and uses: from the cache when its ``fstat``
+        is known, else from a helper; counted if it is too large or binary."""
         if f.stat.st_size > FILE_BYTES:
             self.walked.too_large += 1
-            return None
+            return
         key = parse_key(language, f.stat)
-        cache = self.ctx.parses
-        known = cache.get(key)
+        known = self.ctx.parses.get(key)
         if known is not None:
             self.cached += 1
-            return known
+            self._add(order, Source(shown, exact, known, focus=focus))
+            return
         with self.walker.tree.ctx.watch.step(shown):
             data = f.file.read(FILE_BYTES + 1)
         if len(data) > FILE_BYTES:
             self.walked.too_large += 1
-            return None
+            return
         if b"\0" in data[:_BINARY_PROBE]:
             self.walked.binary += 1
-            return None
-        parsed = parse_source(language, data, self.deadline)
-        self.parsed += 1
-        if parse_key(language, os.fstat(f.fd)) == key:  # unchanged while it was read
-            cache.put(key, parsed)
-        return parsed
+            return
+        unchanged = parse_key(language, os.fstat(f.fd)) == key  # while it was read
+        sent = _Sent(order, shown, exact, key if unchanged else None, focus)
+        self._parse(order, language, data, sent)
 
-    def read(self, found: list[_Found], focus: dict[tuple[int, int], Source]) -> list[Source]:
-        """The walk's files as sources (the focus files among them marked as such)."""
-        sources: list[Source] = []
+    def read(self, found: list[_Found], focus: set[tuple[int, int]]) -> None:
+        """Read the walk's files (the focus files among them were mapped already)."""
         progress = self.ctx.progress
         visited = self.walker.visited  # progress goes on from the walk's count
+        first = len(focus)
         for index, item in enumerate(found):
             if self.out_of_time():
-                self.walked.unparsed = len(found) - index
+                self.walked.unparsed += len(found) - index
+                break
+            if self.names >= NAMES_MAX:
+                self.walked.stopped = f"stopped at {NAMES_MAX:,} names: {_NARROW}"
                 break
             shown, exact = self._shown(item.rel)
             try:
                 with self.walker.tree.open_file(item.rel, shown) as f:
                     if (f.stat.st_dev, f.stat.st_ino) in focus:
                         continue  # mapped once, as the focus file it is
-                    parsed = self.parse_open(f, item.language, shown)
-            except ParseStopped:
-                self.walked.unparsed = len(found) - index
-                break
+                    self.parse_open(f, item.language, first + index, shown, exact, focus=False)
+            except ParserUnavailable:
+                raise
             except SandboxError:  # vanished, replaced, unreadable meanwhile
                 self.walked.unreadable += 1
                 continue
-            if parsed is not None:
-                sources.append(Source(shown, exact, parsed))
             progress(visited + index + 1, visited + len(found), "entries visited, files mapped")
-        return sources
 
-    def focus_sources(self, paths: list[str]) -> dict[tuple[int, int], Source]:
-        """The focus files, each opened once from its own path (errors name it),
-        by device and inode."""
-        focus: dict[tuple[int, int], Source] = {}
+    def focus_files(self, paths: list[str]) -> set[tuple[int, int]]:
+        """Map the focus files, each opened once from its own path (errors name it);
+        their device and inode numbers."""
+        focus: set[tuple[int, int]] = set()
         for path in dict.fromkeys(paths):
             name = path.rstrip("/").rpartition("/")[2]
             language = language_of(name)
             with self.ctx.sandbox.open_file(path) as f:
                 identity = (f.stat.st_dev, f.stat.st_ino)
-                parsed = None
                 if language is not None and identity not in focus:
-                    try:
-                        parsed = self.parse_open(f, language, path)
-                    except ParseStopped:
-                        parsed = None
-            if parsed is not None:
-                focus[identity] = Source(quote_path(path), path, parsed, focus=True)
+                    order = len(focus)
+                    self.parse_open(f, language, order, quote_path(path), path, focus=True)
+                focus.add(identity)
         return focus
 
 
@@ -231,12 +301,16 @@ def code_map(
     if query is not None and len(query) > _QUERY_MAX:
         raise InvalidArgument(f"query may be at most {_QUERY_MAX} characters long")
     mapper = _Mapper(ctx, path)
-    focused = mapper.focus_sources(focus or [])
+    focused = mapper.focus_files(focus or [])
     found = mapper.walk()
-    sources = [*focused.values(), *mapper.read(found, focused)]
-    result = build_map(sources, mapper.walked, query=query, max_chars=maxChars)
+    mapper.read(found, focused)
+    sources = mapper.finish()
+    result = build_map(
+        sources, mapper.walked, query=query, max_chars=maxChars, deadline=mapper.deadline
+    )
     walked = mapper.walked
-    stopped = walked.stopped if walked.stopped or not walked.unparsed else "out of time"
+    stopped = walked.stopped or (RANKED_IN_PART if result.cut else None)
+    stopped = stopped if stopped or not walked.unparsed else "out of time"
     return ToolResult(
         text=result.text,
         structured={
@@ -247,6 +321,7 @@ def code_map(
                 "binary": walked.binary,
                 "unreadable": walked.unreadable,
                 "notParsedInTime": walked.unparsed,
+                "parserFailed": walked.parser_failed,
             },
             "unreadableDirectories": walked.unreadable_dirs,
             "parsed": mapper.parsed,

@@ -1,5 +1,9 @@
 """code_map's parser: source bytes -> the names a file defines and the names it uses.
 
+It runs only in a parse helper (:mod:`sandboxfs.tools.parsehelper`), a process
+that holds no directory descriptor, under its own seccomp filter, Landlock and
+resource limits: the server never imports this module, nor tree-sitter.
+
 Parsing is tree-sitter's (the ``tree-sitter`` bindings and the tree-sitter project's
 own grammar wheels: no grammar is built or fetched at run time).  For each language
 one query, written here, captures ``@definition``, the name of a function, method,
@@ -12,12 +16,15 @@ reference of that file: its uses are most likely of its own binding (``path``,
 ``mode``, ``name``), not of another file's definition of it.  References are
 matched by name only, later, by the ranking (:mod:`sandboxfs.tools.coderank`).
 
-Guarantee: :func:`parse_source` returns a :class:`Parsed` for any bytes (invalid
-code gives what its parse recovered), or raises :class:`ParseStopped` once
-``deadline`` (``time.monotonic()``) has passed; never anything else.  Nothing parsed
+Guarantee: :func:`extract` returns an :class:`Extracted` for any bytes (invalid
+code gives what its parse recovered; at most :data:`~sandboxfs.tools.codefacts.DEFINITIONS_MAX`
+spans and :data:`~sandboxfs.tools.codefacts.REFERENCES_MAX` names), or raises
+:class:`ParseStopped` once ``deadline`` (``time.monotonic()``) has passed; never
+anything else.  :func:`parse_source` is the same, made into a
+:class:`~sandboxfs.tools.codefacts.Parsed` as the server makes it.  Nothing parsed
 is ever executed.  What it costs is bounded by the caller: files are read up to
-a size cap (:data:`sandboxfs.tools.codemap.FILE_BYTES`) and parsing stops at the
-call's deadline.
+a size cap (:data:`sandboxfs.tools.codemap.FILE_BYTES`), parsing stops at the
+call's deadline and the helper's timer kills a query that does not.
 """
 
 from __future__ import annotations
@@ -31,38 +38,28 @@ from typing import Final, final
 
 import tree_sitter
 
+from sandboxfs.tools.codefacts import (
+    DEFINITIONS_MAX,
+    LANGUAGES,
+    NAME_MAX,
+    Parsed,
+    bounded_references,
+    facts_from_spans,
+)
+
 #: Bytes handed to the parser at a time, and bytes of a file queried at a time.
 _SLICE: Final = 64 * 1024
 _QUERY_SLICE: Final = 256 * 1024
-#: Longest definition line shown; longer lines are cut with an ellipsis.
-LINE_SHOWN: Final = 160
 
 
 @final
 @dataclass(frozen=True, slots=True)
-class Definition:
-    """A name a file defines: the name, its 1-based line and that line as shown."""
+class Extracted:
+    """What a parse found: the byte spans of the names defined, in byte order, and
+    how often each other name is used."""
 
-    name: str
-    line: int
-    text: str
-
-
-@final
-@dataclass(frozen=True, slots=True)
-class Parsed:
-    """What one file defines (in line order) and how often it uses each name."""
-
-    definitions: tuple[Definition, ...]
+    spans: list[tuple[int, int]]
     references: dict[str, int]
-
-    def cost(self) -> int:
-        """A rough size in bytes, to bound a cache of these."""
-        return (
-            200
-            + sum(100 + len(d.name) + len(d.text) for d in self.definitions)
-            + sum(80 + len(name) for name in self.references)
-        )
 
 
 class ParseStopped(Exception):
@@ -262,41 +259,8 @@ _GRAMMARS: Final[dict[str, _Grammar]] = {
     "bash": _Grammar("tree_sitter_bash", "language", _BASH),
 }
 
-#: File name endings and their languages (a name is matched by its last suffix).
-EXTENSIONS: Final[dict[str, str]] = {
-    ".py": "python",
-    ".pyi": "python",
-    ".js": "javascript",
-    ".mjs": "javascript",
-    ".cjs": "javascript",
-    ".jsx": "javascript",
-    ".ts": "typescript",
-    ".mts": "typescript",
-    ".cts": "typescript",
-    ".tsx": "tsx",
-    ".go": "go",
-    ".rs": "rust",
-    ".java": "java",
-    ".c": "c",
-    ".h": "c",
-    ".cc": "cpp",
-    ".cpp": "cpp",
-    ".cxx": "cpp",
-    ".hh": "cpp",
-    ".hpp": "cpp",
-    ".hxx": "cpp",
-    ".rb": "ruby",
-    ".sh": "bash",
-    ".bash": "bash",
-}
-
-LANGUAGES: Final = tuple(_GRAMMARS)
-
-
-def language_of(name: str) -> str | None:
-    """The language of a file named ``name`` (by its suffix), or None."""
-    dot = name.rfind(".")
-    return EXTENSIONS.get(name[dot:].lower()) if dot > 0 else None
+if tuple(_GRAMMARS) != LANGUAGES:  # the wire names languages by their index there
+    raise ImportError("codeparse's grammars and codefacts.LANGUAGES disagree")
 
 
 @functools.cache
@@ -309,22 +273,23 @@ def _compiled(language: str) -> tuple[tree_sitter.Language, tree_sitter.Query]:
     return lang, tree_sitter.Query(lang, grammar.query)
 
 
-def _line_at(data: bytes, offset: int) -> tuple[int, int]:
-    """The start and end (before the newline) of the line holding ``offset``."""
-    start = data.rfind(b"\n", 0, offset) + 1
-    end = data.find(b"\n", offset)
-    return start, len(data) if end < 0 else end
+def load_grammars() -> None:
+    """Import every grammar's module now: the parse supervisor does it before it
+    confines itself (afterwards it can open no file); compiling needs no file."""
+    for grammar in _GRAMMARS.values():
+        importlib.import_module(grammar.module)
 
 
-def shown_line(raw: bytes) -> str:
-    """A source line as the map shows it: decoded (bad bytes as U+FFFD), without
-    trailing whitespace, cut at :data:`LINE_SHOWN` characters."""
-    text = raw.decode("utf-8", "replace").rstrip()
-    return text if len(text) <= LINE_SHOWN else text[:LINE_SHOWN] + "…"
+def prepare() -> None:
+    """Compile every grammar's query now (the supervisor does, so that the helpers it
+    forks have them)."""
+    for language in LANGUAGES:
+        _compiled(language)
 
 
-def parse_source(language: str, data: bytes, deadline: float) -> Parsed:
-    """The definitions and references of ``data`` in ``language`` (see the module)."""
+def extract(language: str, data: bytes, deadline: float) -> Extracted:
+    """The definitions' spans and the references of ``data`` in ``language`` (see the
+    module)."""
     lang, query = _compiled(language)
 
     def stop(_offset: int, _has_error: bool = False) -> bool:
@@ -336,9 +301,9 @@ def parse_source(language: str, data: bytes, deadline: float) -> Parsed:
         )
     except ValueError:  # the parse was cancelled by ``stop``
         raise ParseStopped from None
-    seen: dict[int, Definition] = {}  # by the name's start: a name captured twice counts once
-    counted: Counter[str] = Counter()
-    local: set[str] = set()  # names this file binds itself (parameters, variables)
+    seen: dict[int, int] = {}  # name start -> end: a name captured twice counts once
+    counted: Counter[bytes] = Counter()
+    local: set[bytes] = set()  # names this file binds itself (parameters, variables)
     # The query runs a slice at a time, the deadline checked between slices (the
     # bindings' own query progress callback crashes: tree-sitter 0.26.1); a node is
     # taken in the slice where it starts.
@@ -350,19 +315,26 @@ def parse_source(language: str, data: bytes, deadline: float) -> Parsed:
         cursor.set_byte_range(low, high)
         captures = cursor.captures(tree.root_node)
         for node in captures.get("definition", ()):
-            at = node.start_byte
-            if at in seen or not low <= at < high or node.end_byte <= at:
-                continue
-            start, end = _line_at(data, at)
-            name = data[at : node.end_byte].decode("utf-8", "replace")
-            seen[at] = Definition(name, node.start_point.row + 1, shown_line(data[start:end]))
+            at, end = node.start_byte, node.end_byte
+            if at not in seen and low <= at < high and 0 < end - at <= NAME_MAX:
+                seen[at] = end
         for node in captures.get("local", ()):
-            local.add(data[node.start_byte : node.end_byte].decode("utf-8", "replace"))
+            local.add(data[node.start_byte : node.end_byte])
         skipped = {node.start_byte for node in captures.get("skip", ())}
         for node in captures.get("reference", ()):
-            at = node.start_byte
-            if low <= at < high and at not in seen and at not in skipped and node.end_byte > at:
-                counted[data[at : node.end_byte].decode("utf-8", "replace")] += 1
-    references = {name: n for name, n in counted.items() if name not in local}
-    definitions = tuple(sorted(seen.values(), key=lambda d: (d.line, d.name)))
-    return Parsed(definitions, references)
+            at, end = node.start_byte, node.end_byte
+            if low <= at < high and at not in seen and at not in skipped and end > at:
+                counted[data[at:end]] += 1
+    references: Counter[str] = Counter()
+    for name, n in counted.items():
+        if name not in local:
+            references[name.decode("utf-8", "replace")] += n
+    spans = sorted(seen.items())[:DEFINITIONS_MAX]
+    return Extracted(spans, bounded_references(references))
+
+
+def parse_source(language: str, data: bytes, deadline: float) -> Parsed:
+    """What ``data`` defines and uses, as the server makes it of :func:`extract`'s
+    answer (see :func:`~sandboxfs.tools.codefacts.facts_from_spans`)."""
+    found = extract(language, data, deadline)
+    return facts_from_spans(data, found.spans, found.references)

@@ -16,22 +16,29 @@ No I/O.  From what each mapped file defines and uses (:class:`Source`):
   aside: it neither ranks files nor puts its definitions first (``new``,
   ``__init__``, ``get``).  Definitions matching the query come first.
 
-What is printed, within the budget: :mod:`sandboxfs.tools.coderender`.
+Bounded: the graph is kept per name, so its size is the number of references
+plus definitions (each file's bounded by :mod:`sandboxfs.tools.codefacts`), and
+the PageRank stops at the call's deadline.  What is printed, within the budget:
+:mod:`sandboxfs.tools.coderender`.
 """
 
 from __future__ import annotations
 
 import math
 import re
+import time
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Final, final
 
-from sandboxfs.tools.codeparse import Parsed
+from sandboxfs.tools.codefacts import Parsed
 
 #: A name is set aside once at least this many files, and most of the map, refer to it.
 SET_ASIDE_MIN: Final = 8
+#: Files that may define a name for its references to become edges from file to file
+#: (more: the name is a node of the graph, see _Graph).
+_DIRECT_MAX: Final = 4
 #: PageRank: damping, and when to stop iterating.
 _DAMPING: Final = 0.85
 _TOLERANCE: Final = 1e-9
@@ -87,24 +94,130 @@ def _matches(query: set[str], candidates: Iterable[str]) -> bool:
     return False
 
 
+@final
+class _Graph:
+    """The graph "file A refers to a name file B defines".  A name that at most
+    :data:`_DIRECT_MAX` files define gives edges from file to file (merged per pair);
+    one that more define is a node of its own: its references flow into it and out to
+    each file defining it, less what would flow back to the referring file itself.
+    So the graph's size is at most the references times :data:`_DIRECT_MAX` plus the
+    definitions, never references times definitions: a name that thousands of files
+    define and refer to costs no more than its entries."""
+
+    def __init__(
+        self, sources: Sequence[Source], definers: dict[str, list[int]], set_aside: set[str]
+    ) -> None:
+        n = len(sources)
+        #: Direct edges: ``edges[a][b]``, the weight of a -> b.
+        self.edges: list[dict[int, float]] = [{} for _ in range(n)]
+        #: Per reference to a name of few definers: file, name, weight, the others.
+        self.direct: list[tuple[int, str, float, list[int]]] = []
+        #: Per reference to a name of many definers: the file, the name's id, its weight.
+        names: dict[str, int] = {}
+        self.ref_file: list[int] = []
+        self.ref_name: list[int] = []
+        self.ref_weight: list[float] = []
+        own: dict[tuple[int, int], int] = {}  # (file, name id) -> its reference's index
+        self.out = [0.0] * n  # each file's total outgoing weight
+        for a, source in enumerate(sources):
+            edges = self.edges[a]
+            for name, count in source.parsed.references.items():
+                found = definers.get(name)
+                if not found or name in set_aside or found == [a]:
+                    continue
+                weight = math.sqrt(count) / len(found)  # shared by every file defining it
+                if len(found) <= _DIRECT_MAX:
+                    others = [b for b in found if b != a]
+                    for b in others:
+                        edges[b] = edges.get(b, 0.0) + weight
+                    self.direct.append((a, name, weight, others))
+                    self.out[a] += weight * len(others)
+                    continue
+                self.out[a] += weight * (len(found) - (1 if a in found else 0))
+                ident = names.setdefault(name, len(names))
+                own[a, ident] = len(self.ref_file)
+                self.ref_file.append(a)
+                self.ref_name.append(ident)
+                self.ref_weight.append(weight)
+        self.names = names
+        #: Per definition of a name of many definers: the defining file, the name's id,
+        #: and the index of that file's own reference to it (-1: none).
+        self.def_file: list[int] = []
+        self.def_name: list[int] = []
+        self.def_own: list[int] = []
+        for name, ident in names.items():
+            for b in definers[name]:
+                self.def_file.append(b)
+                self.def_name.append(ident)
+                self.def_own.append(own.get((b, ident), -1))
+
+    @property
+    def size(self) -> int:
+        """Entries kept: direct edges, references to and definitions of name nodes."""
+        return sum(map(len, self.edges)) + len(self.ref_file) + len(self.def_file)
+
+    def spread(self, share: Sequence[float]) -> list[float]:
+        """With ``share[a]`` passed per unit of ``a``'s outgoing weight: what flows to
+        each definition of a name node (from the other files)."""
+        weight = self.ref_weight
+        passed = [share[a] * weight[k] for k, a in enumerate(self.ref_file)]
+        pooled = [0.0] * len(self.names)
+        for k, ident in enumerate(self.ref_name):
+            pooled[ident] += passed[k]
+        return [
+            pooled[ident] - (passed[k] if k >= 0 else 0.0)
+            for ident, k in zip(self.def_name, self.def_own, strict=True)
+        ]
+
+    def step(self, share: Sequence[float]) -> list[float]:
+        """What each file receives when every file ``a`` passes ``share[a]`` per unit
+        of its outgoing weight."""
+        received = [0.0] * len(share)
+        for a, edges in enumerate(self.edges):
+            passed = share[a]
+            if passed and edges:
+                for b, weight in edges.items():
+                    received[b] += passed * weight
+        if self.def_file:
+            for b, flow in zip(self.def_file, self.spread(share), strict=True):
+                received[b] += flow
+        return received
+
+    def flows(self, share: Sequence[float]) -> list[dict[str, float]]:
+        """What flows to each (file, name) it defines from the files referring to it."""
+        flow: list[dict[str, float]] = [{} for _ in share]
+        for a, name, weight, others in self.direct:
+            passed = share[a] * weight
+            for b in others:
+                flow[b][name] = flow[b].get(name, 0.0) + passed
+        counted = [0] * len(self.names)  # references to each name node
+        for ident in self.ref_name:
+            counted[ident] += 1
+        names = list(self.names)
+        spread = self.spread(share) if self.def_file else []
+        for b, ident, own, value in zip(
+            self.def_file, self.def_name, self.def_own, spread, strict=True
+        ):
+            if counted[ident] - (1 if own >= 0 else 0) > 0:  # another file refers to it
+                flow[b][names[ident]] = value
+        return flow
+
+
 def _pagerank(
-    edges: Sequence[dict[int, float]], start: Sequence[float], iterations: int = _ITERATIONS
-) -> list[float]:
-    """PageRank of a weighted graph (``edges[a][b]``: weight of a -> b) restarting at
-    ``start`` (sums to 1); a node with no edges hands its rank to ``start``."""
+    graph: _Graph, start: Sequence[float], deadline: float | None, iterations: int = _ITERATIONS
+) -> tuple[list[float], bool]:
+    """PageRank of ``graph`` restarting at ``start`` (sums to 1); a file with no
+    references hands its rank to ``start``.  Stops at ``deadline``: the rank so far,
+    and False (True: it converged or ran every iteration)."""
     n = len(start)
     rank = list(start)
-    totals = [sum(out.values()) for out in edges]
+    out = graph.out
     for _ in range(iterations):
-        new = [0.0] * n
-        dangling = 0.0
-        for a, out in enumerate(edges):
-            if not out:
-                dangling += rank[a]
-                continue
-            share = _DAMPING * rank[a] / totals[a]
-            for b, weight in out.items():
-                new[b] += share * weight
+        if deadline is not None and time.monotonic() > deadline:
+            return rank, False
+        share = [_DAMPING * rank[a] / out[a] if out[a] else 0.0 for a in range(n)]
+        dangling = sum(rank[a] for a in range(n) if not out[a])
+        new = graph.step(share)
         restart = 1.0 - _DAMPING + _DAMPING * dangling
         for i in range(n):
             new[i] += restart * start[i]
@@ -112,18 +225,26 @@ def _pagerank(
         rank = new
         if change < _TOLERANCE:
             break
-    return rank
+    return rank, True
 
 
 @final
 class Ranking:
-    """Ranks of files and scores of their definition lines (see the module)."""
+    """Ranks of files and scores of their definition lines (see the module).
 
-    def __init__(self, sources: Sequence[Source], query: set[str]) -> None:
+    Linear in the number of definitions and references; with ``deadline``
+    (``time.monotonic()``) the PageRank stops there, with the ranks it has
+    (:attr:`complete` False)."""
+
+    def __init__(
+        self, sources: Sequence[Source], query: set[str], deadline: float | None = None
+    ) -> None:
         n = len(sources)
+        referenced: set[str] = set().union(*(s.parsed.references for s in sources))
+        #: The files defining each name some file refers to.
         definers: dict[str, list[int]] = defaultdict(list)
         for i, source in enumerate(sources):
-            for name in dict.fromkeys(d.name for d in source.parsed.definitions):
+            for name in referenced.intersection([d.name for d in source.parsed.definitions]):
                 definers[name].append(i)
         referrers: dict[str, int] = defaultdict(int)
         for source in sources:
@@ -134,31 +255,16 @@ class Ranking:
         self.set_aside = {
             name for name, count in referrers.items() if count >= SET_ASIDE_MIN and 2 * count > n
         }
-        self.edges: list[dict[int, float]] = [defaultdict(float) for _ in range(n)]
-        # Per referring file: (name, weight of each reference, the other files defining it).
-        flows: list[list[tuple[str, float, list[int]]]] = [[] for _ in range(n)]
-        for a, source in enumerate(sources):
-            for name, count in source.parsed.references.items():
-                found = definers.get(name, ())
-                others = [b for b in found if b != a]
-                if not others or name in self.set_aside:
-                    continue
-                weight = math.sqrt(count) / len(found)  # shared by every file defining it
-                flows[a].append((name, weight, others))
-                for b in others:
-                    self.edges[a][b] += weight
+        graph = _Graph(sources, definers, self.set_aside)
         start = [1.0 + (n if _steers(source, query) else 0) for source in sources]
         self.steered = any(x > 1.0 for x in start)
         total = sum(start)
-        self.rank = _pagerank(self.edges, [x / total for x in start]) if n else []
+        self.rank, self.complete = (
+            _pagerank(graph, [x / total for x in start], deadline) if n else ([], True)
+        )
         #: What flows to each (file, name): the referring files' rank, shared.
-        self.flow: list[dict[str, float]] = [defaultdict(float) for _ in range(n)]
-        for a, out in enumerate(flows):
-            total_out = sum(self.edges[a].values())
-            for name, weight, others in out:
-                passed = self.rank[a] * weight / total_out
-                for b in others:
-                    self.flow[b][name] += passed
+        share = [self.rank[a] / graph.out[a] if graph.out[a] else 0.0 for a in range(n)]
+        self.flow: list[dict[str, float]] = graph.flows(share)
 
 
 def _steers(source: Source, query: set[str]) -> bool:

@@ -49,11 +49,14 @@ def list_directory_with_sizes(
     assert listing.sizes is not None
     rows = list(zip(listing.entries, listing.sizes, strict=True))
     if sortBy == "size":
+        # A directory's own size counts its entries, hidden ones included: under a
+        # policy that hides entries, directories sort as empty (by name among them).
+        directory_sizes = not listing.counts_withheld
 
         def key(row: tuple[Entry, int | None]) -> int:
             entry, size = row
             if entry.kind == "directory":
-                return -(entry.lstat.st_size if entry.lstat else 0)
+                return -(entry.lstat.st_size if entry.lstat and directory_sizes else 0)
             return 1 if size is None else -size
 
         rows.sort(key=key)
@@ -119,7 +122,8 @@ def get_file_info(ctx: CallContext, /, path: str, *, withRevision: bool = False)
     found = ctx.sandbox.describe(path, tree_revision=withRevision)
     info = found.info
     fields: dict[str, Any] = {
-        # A symlink leading outside: its own size is the length of an outside path.
+        # A symlink leading outside: its own size is the length of an outside path; a
+        # directory under a policy that hides entries: its size counts them.
         "size": None if found.size_hidden else info.size,
         "created": iso_time(info.btime_ns),
         "modified": iso_time(info.mtime_ns),
@@ -128,13 +132,15 @@ def get_file_info(ctx: CallContext, /, path: str, *, withRevision: bool = False)
         "isFile": stat.S_ISREG(info.mode),
         "type": kind_of(info.mode),
         "permissions": f"{stat.S_IMODE(info.mode) & 0o777:03o}",
-        "hardLinks": info.nlink,
+        "hardLinks": found.links,
         "owner": ctx.accounts.user(info.uid),
         "group": ctx.accounts.group(info.gid),
         **_link_fields(found),
     }
     xattrs = _shown_xattrs(found.xattrs)
     lines = [f"{key}: {_shown_field(value)}" for key, value in fields.items() if value is not None]
+    if found.counts_withheld:
+        lines.append(WITHHELD_NOTE)
     lines += [f"xattr {quote_name(name)}: {quote_name(value)}" for name, value in xattrs.items()]
     revision = found.revision
     if revision is not None:
@@ -147,6 +153,13 @@ def get_file_info(ctx: CallContext, /, path: str, *, withRevision: bool = False)
         text="\n".join(lines),
         structured={"path": path, **fields, "xattrs": xattrs, "revision": revision},
     )
+
+
+#: What get_file_info says of a directory under a policy that hides entries.
+WITHHELD_NOTE = (
+    "note: this directory's policy hides entries, so its size is not shown and hardLinks "
+    "counts only what is visible (2 + the visible subdirectories)"
+)
 
 
 def _with_revision(what: str) -> Param:
@@ -209,7 +222,8 @@ GET_FILE_INFO = ToolSpec(
     "modification and access times (UTC), type, permissions, owner and group, the number of "
     "hard links (more than 1 means the file has other names), whether it is a symlink (and "
     "its target when that stays inside), extended attributes, and its revision (a "
-    "directory's only with withRevision). Symlinks "
+    "directory's only with withRevision). Under a policy that hides entries, a directory's "
+    "size is not shown and its hard links are 2 + its visible subdirectories. Symlinks "
     "inside the allowed directories are followed. Only works within allowed directories.",
     params=(
         path_param("Path of the file or directory."),

@@ -5,38 +5,49 @@ process and one worker process per tenant (:mod:`sandboxfs.transports.workers`).
 In front of everything sits the sidecar's :class:`~sandboxfs.transports.sidecar.Gate`
 (probes, draining on SIGTERM, 401 for a token that is no tenant's).  For
 ``/mcp`` the front then checks ``Host`` and ``Origin`` exactly as the sidecar
-does (its :class:`~sandboxfs.transports.mcp_http.HttpPolicy`; 421 / 403), refuses
+does (its :class:`~sandboxfs.transports.mcp_http.HttpPolicy`; 421 naming the
+Host and ``--allowed-host`` / 403), refuses
 a request framed with both ``Content-Length`` and ``Transfer-Encoding`` (400,
 connection closed) and a body over the cap (413), and forwards the exchange,
 over HTTP/1.1 on the worker's unix socket, with the worker's own secret in
 place of the client's token.  Request and response bodies are relayed chunk by
-chunk as they come (an SSE stream too): nothing is held but one chunk.
+chunk as they come (an SSE stream too): nothing is held but one chunk, and a
+client that takes none of its answer for ``--send-timeout`` seconds is cut off
+(its worker's connection closed with it, which releases the answer there).
+``/readyz`` is 503 while any tenant is not served (its worker starting,
+restarting, or given up after failed starts).
 
 Guarantees: the front opens no tenant directory and holds none of their
 descriptors; a request reaches exactly the worker of the tenant whose token it
 bears; a worker that dies fails only its own requests in flight (502, a JSON-RPC
 error as body when nothing was answered yet).  On SIGHUP the tenants file is
 read again: a good one takes effect at once (tokens; added, removed and changed
-tenants' workers), a bad one is logged and the old configuration kept.
+tenants' workers), a bad one is logged and the old configuration kept.  On
+SIGTERM or SIGINT the front drains, stops every worker and removes its run
+directory (on SIGINT quietly: the command line says, in one line, that it was
+interrupted).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import logging
 import math
 import os
 import signal
 import socket
+import tempfile
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final, final
 
 import h11
 import trio
 
-from sandboxfs.transports.mcp_http import HttpPolicy
+from sandboxfs.transports.connections import MAX_SEND_TIMEOUT
+from sandboxfs.transports.httppolicy import NOSNIFF, HttpPolicy, misdirected
 from sandboxfs.transports.sidecar import (
     Gate,
     Receive,
@@ -72,6 +83,11 @@ _HOP_RESPONSE: Final = frozenset(
     {b"connection", b"keep-alive", b"transfer-encoding", b"trailer", b"upgrade", b"date", b"server"}
 )
 _CHUNK: Final = 64 * 1024
+#: What the workers' socket directories are called (a random suffix follows).
+RUNDIR_PREFIX: Final = "sandboxfs-"
+#: The longest directory the run directory can be made in: a worker's socket path,
+#: BASE/sandboxfs-XXXXXXXX/N.sock, must fit a unix socket address (107 bytes).
+MAX_RUNDIR_BASE: Final = 107 - len(f"/{RUNDIR_PREFIX}XXXXXXXX/9999999999.sock")
 
 
 class _WorkerFailed(Exception):
@@ -133,7 +149,7 @@ class Front:
             return [value.decode("latin-1") for key, value in headers if key == name]
 
         if not self.policy.host_ok(values(b"host")):
-            return 421, b"Invalid Host header\n"
+            return 421, misdirected(values(b"host"))
         if not self.policy.origin_ok(values(b"origin")):
             return 403, b"Invalid Origin header\n"
         lengths = values(b"content-length")
@@ -256,7 +272,7 @@ async def _answer(send: Send, status: int, body: bytes) -> None:
         {
             "type": "http.response.start",
             "status": status,
-            "headers": [(b"content-type", b"text/plain; charset=utf-8"), *extra],
+            "headers": [(b"content-type", b"text/plain; charset=utf-8"), NOSNIFF, *extra],
         }
     )
     await send({"type": "http.response.body", "body": body})
@@ -281,15 +297,55 @@ async def _unavailable(send: Send) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-def make_rundir() -> str:
-    """A fresh private (0700) directory for the workers' sockets, under
-    ``$XDG_RUNTIME_DIR`` when it is set, else the temporary directory."""
-    import tempfile  # noqa: PLC0415
+@final
+class RunDirError(Exception):
+    """No directory for the workers' sockets could be made; the message, one line,
+    says where it was tried and which option to give."""
 
-    base = os.environ.get("XDG_RUNTIME_DIR")
-    if not base or not os.path.isdir(base):
-        base = None
-    return tempfile.mkdtemp(prefix="sandboxfs-tenants-", dir=base)
+
+def make_rundir(given: str | None = None) -> str:
+    """A fresh private (0700) directory for the workers' sockets, in ``given``
+    (``--run-dir``) when it is set, else in the first of ``$XDG_RUNTIME_DIR``,
+    ``$TMPDIR``, ``/tmp`` and ``/var/tmp`` where one can be made (a read-only root
+    filesystem has none of the last: a pod gives a writable volume with
+    ``--run-dir``).  Never the working directory, which may be a served one."""
+    if given is not None:
+        try:
+            return _make_in(given)
+        except OSError as exc:
+            raise RunDirError(
+                f"--run-dir {given}: cannot make the workers' socket directory there: "
+                f"{exc.strerror or exc}"
+            ) from None
+    tried = []
+    for base in _rundir_bases():
+        try:
+            return _make_in(base)
+        except OSError as exc:
+            tried.append(f"{base}: {exc.strerror or exc}")
+    raise RunDirError(
+        f"nowhere to make the workers' socket directory ({'; '.join(tried)}): give "
+        "--run-dir DIR, a writable directory (in a pod, an emptyDir volume)"
+    )
+
+
+def _make_in(base: str) -> str:
+    if len(os.fsencode(os.path.abspath(base))) > MAX_RUNDIR_BASE:
+        raise OSError(
+            errno.ENAMETOOLONG,
+            f"too long a path for the workers' unix sockets (at most {MAX_RUNDIR_BASE} bytes)",
+        )
+    return os.path.abspath(tempfile.mkdtemp(prefix=RUNDIR_PREFIX, dir=base))
+
+
+#: Where the workers' socket directory is made without --run-dir, after
+#: $XDG_RUNTIME_DIR and $TMPDIR (a private 0700 directory is made inside).
+_SHARED_TEMPORARY: Final = ("/tmp", "/var/tmp")  # noqa: S108
+
+
+def _rundir_bases() -> list[str]:
+    given = (os.environ.get("XDG_RUNTIME_DIR", ""), os.environ.get("TMPDIR", ""))
+    return list(dict.fromkeys(base for base in (*given, *_SHARED_TEMPORARY) if base))
 
 
 async def serve_front(
@@ -298,14 +354,20 @@ async def serve_front(
     tenants_path: str,
     tenants: Tenants,
     settings: WorkerSettings,
-) -> None:
+) -> signal.Signals | None:
     """Start every tenant's worker, serve until SIGTERM/SIGINT (re-reading the tenants
-    file on SIGHUP), then drain, stop every worker and remove the run directory."""
+    file on SIGHUP), then drain, stop every worker and remove the run directory;
+    return the signal that stopped the front.
+
+    Every worker gets twice the front's ``--send-timeout`` (see WorkerSettings)."""
+    worker_timeout = min(2 * options.send_timeout, MAX_SEND_TIMEOUT)
+    settings = replace(settings, send_timeout=worker_timeout)
+    stopped_by = None
     try:
         async with trio.open_nursery() as nursery:
             workers = Workers(settings, nursery)
             front = Front(tenants, workers, http_policy(options))
-            gate = Gate(front, None, check=front.authenticate)
+            gate = Gate(front, None, check=front.authenticate, unready=workers.unserved)
             reloads, reload_requests = trio.open_memory_channel[None](math.inf)
             with trio.open_signal_receiver(signal.SIGHUP) as hangups:
                 await workers.apply(tenants.by_name)
@@ -321,25 +383,33 @@ async def serve_front(
 
                 nursery.start_soon(watch_hangups)
                 nursery.start_soon(reload)
-                await serve_gate(gate, listener, options)
-                await workers.stop()  # SIGTERM each, SIGKILL after the grace period
+                stopped_by = await serve_gate(gate, listener, options)
+                # SIGTERM each, SIGKILL after the grace period; on Ctrl-C quietly.
+                await workers.stop(quiet=stopped_by == signal.SIGINT)
                 nursery.cancel_scope.cancel()
     finally:
-        _remove_rundir(settings.rundir)
+        remove_rundir(settings.rundir)
+    return stopped_by
 
 
 def _reload(front: Front, path: str) -> None:
     """Read the tenants file again; on a problem, keep the old one and say why."""
     try:
-        front.tenants = load_tenants(path)
+        front.tenants = load_tenants(path, allow_weak=front.tenants.allow_weak)
     except TenantsError as exc:
         log.error("SIGHUP: %s; keeping the tenants as they were", exc)
         return
     log.info("SIGHUP: re-read %s", path)
 
 
-def _remove_rundir(rundir: str) -> None:
-    with contextlib.suppress(OSError):
-        for name in os.listdir(rundir):
+def remove_rundir(rundir: str) -> None:
+    """Remove the workers' socket directory and what is left in it (their sockets)."""
+    try:
+        names = os.listdir(rundir)
+    except OSError:
+        return
+    for name in names:  # one at a time: a worker's helper may have removed its socket
+        with contextlib.suppress(OSError):
             os.unlink(os.path.join(rundir, name))
+    with contextlib.suppress(OSError):
         os.rmdir(rundir)

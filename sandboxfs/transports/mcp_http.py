@@ -11,7 +11,8 @@ and the response, and only once a notification is due.  A client that accepts
 only ``text/event-stream`` gets a stream.
 
 Before a message is read: the ``Host`` must be one this server answers to,
-exactly (a name or address and its port; once); an ``Origin``, if any, must be
+exactly (a name or address and its port; once; else 421 naming the Host
+received, escaped, and the ``--allowed-host`` that would accept it); an ``Origin``, if any, must be
 exactly a loopback origin (any port) or one allowed by the operator; only POST
 is served (GET and DELETE: 405, there is no session to stream or end); a
 request carrying both ``Content-Length`` and ``Transfer-Encoding`` is refused
@@ -26,7 +27,6 @@ import binascii
 import json
 import logging
 import math
-import re
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, final
@@ -52,6 +52,9 @@ from sandboxfs.session.jsonrpc import (
 from sandboxfs.session.pieces import encode_pieces
 from sandboxfs.session.server import SandboxfsServer
 from sandboxfs.session.workspaces import WORKSPACE_HEADER, Assigned, WorkspaceRefused
+from sandboxfs.transports.httppolicy import NOSNIFF, HttpPolicy, misdirected
+
+__all__ = ["DEFAULT_VERSION", "HttpPolicy", "McpEndpoint"]
 
 log = logging.getLogger("sandboxfs")
 
@@ -61,69 +64,8 @@ Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
 
 #: The version a request without ``MCP-Protocol-Version`` speaks (the SDK's rule).
 DEFAULT_VERSION: Final = "2025-03-26"
-LOOPBACK_NAMES: Final = ("127.0.0.1", "localhost", "[::1]")
 #: How the 2026-07-28 era maps a JSON-RPC error to an HTTP status.
 _STATUS: Final = {-32601: 404, -32700: 400, -32600: 400, -32602: 400, -32020: 400}
-
-
-@final
-@dataclass(frozen=True)
-class HttpPolicy:
-    """What the endpoint accepts before it reads a message."""
-
-    #: Host headers answered to, exactly; None accepts any (a unix socket).
-    hosts: frozenset[str] | None
-    #: Origins allowed besides loopback pages.
-    origins: frozenset[str]
-    max_body: int
-    #: Never stream: answer JSON even to a request that asks for progress.
-    json_only: bool = False
-
-    @classmethod
-    def for_endpoint(
-        cls,
-        host: str | None,
-        port: int | None,
-        *,
-        allowed_hosts: Sequence[str],
-        allowed_origins: Sequence[str],
-        max_body: int,
-        json_only: bool,
-    ) -> HttpPolicy:
-        if host is None or port is None:
-            hosts = None
-        else:
-            shown = f"[{host}]" if ":" in host else host
-            names = {*LOOPBACK_NAMES, shown.lower()}
-            served = {f"{name}:{port}" for name in names}
-            if port == 80:  # the default port: a client may leave it out
-                served |= names
-            hosts = frozenset(served | {name.lower() for name in allowed_hosts})
-        origins = frozenset(origin.lower() for origin in allowed_origins)
-        return cls(hosts, origins, max_body, json_only)
-
-    def host_ok(self, given: Sequence[str]) -> bool:
-        """One ``Host`` header, compared whole and exactly (names without regard to
-        case): no prefix, no suffix, the port included."""
-        if len(given) > 1:
-            return False
-        return self.hosts is None or (bool(given) and given[0].lower() in self.hosts)
-
-    def origin_ok(self, given: Sequence[str]) -> bool:
-        """No Origin (not a browser), an allowed one, or a page on this machine's
-        loopback (any port: it is local software, not a rebound name).  The whole
-        header is compared: ``http://127.0.0.1:80.evil.com`` is not loopback.  A
-        repeated Origin is refused."""
-        if len(given) != 1:
-            return not given
-        origin = given[0].lower()
-        return origin in self.origins or _LOOPBACK_ORIGIN.fullmatch(origin) is not None
-
-
-#: A loopback origin as a browser serializes it: scheme, host and an optional port.
-_LOOPBACK_ORIGIN: Final = re.compile(
-    r"https?://(?:127\.0\.0\.1|localhost|\[::1\])(?::[0-9]{1,5})?", re.ASCII
-)
 
 
 def _headers(scope: Scope) -> dict[str, list[str]]:
@@ -154,7 +96,9 @@ def _accepts(headers: dict[str, list[str]]) -> tuple[bool, bool]:
 
 async def _plain(send: Send, status: int, body: bytes = b"", headers: Sequence[Any] = ()) -> None:
     start_headers = (
-        [(b"content-type", b"text/plain; charset=utf-8"), *headers] if body else list(headers)
+        [(b"content-type", b"text/plain; charset=utf-8"), NOSNIFF, *headers]
+        if body
+        else list(headers)
     )
     await send({"type": "http.response.start", "status": status, "headers": start_headers})
     await send({"type": "http.response.body", "body": body})
@@ -255,8 +199,9 @@ class McpEndpoint:
     def _refused(self, exchange: _Exchange) -> tuple[int, bytes, list[Any]] | None:
         """What a request is refused with before its body is read, or None."""
         headers, policy = exchange.headers, self.policy
+        if not policy.host_ok(headers.get("host", [])):
+            return 421, misdirected(headers.get("host", [])), []
         problems: list[tuple[bool, int, bytes, list[Any]]] = [
-            (not policy.host_ok(headers.get("host", [])), 421, b"Invalid Host header\n", []),
             (not policy.origin_ok(headers.get("origin", [])), 403, b"Invalid Origin header\n", []),
             (
                 exchange.scope.get("method") != "POST",
@@ -432,6 +377,10 @@ class McpEndpoint:
                 event = {**event, "headers": [*event["headers"], *issued]}
             with trio.CancelScope(shield=True):
                 await exchange.send(event)
+            if event.get("more_body"):
+                # More of the answer is to come: if the client has gone meanwhile (it
+                # was cut off for not reading), the rest is neither made nor held.
+                await trio.lowlevel.checkpoint()
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_watch_disconnect, exchange.receive, nursery.cancel_scope)

@@ -1,15 +1,20 @@
 """Streamable HTTP for the container sidecar: sandboxfs's MCP endpoint
 (:mod:`sandboxfs.transports.mcp_http`) under Hypercorn's trio worker.
 
-In front of the MCP endpoint (``/mcp``) sit, in order: ``/healthz`` and
-``/readyz`` (no authentication: for probes; ``/readyz`` and every other request
-answer 503 once shutting down), bearer-token authentication
+In front of the MCP endpoint (``/mcp``) sit, in order: ``/healthz`` (liveness:
+200 while the process serves HTTP at all) and ``/readyz`` (readiness: 200 only
+while everything configured is being served, 503 saying what is not; no
+authentication for either: they are for probes; ``/readyz`` and every other
+request answer 503 once shutting down), bearer-token authentication
 (compared in constant time; 401 otherwise); the endpoint then checks Host and
 Origin exactly against DNS rebinding (421 / 403), refuses ambiguous framing
 (400) and methods other than POST (405), and caps the body (413).
 The listening socket is made before Landlock applies, so the process needs no
-network rights afterwards.  On SIGTERM the server refuses new requests, lets
-calls in flight finish within a grace period, then stops listening and returns.
+network rights afterwards.  On SIGTERM (or SIGINT: Ctrl-C) the server refuses
+new requests, lets calls in flight finish within a grace period (a second signal
+ends the wait), then stops listening and returns the signal.  A client that
+takes none of its answer for ``--send-timeout`` seconds is cut off and its
+answer dropped (:mod:`sandboxfs.transports.connections`).
 
 HTTP serves the 2026-07-28 protocol and the 2025 era statelessly, so any number
 of sidecar instances can answer any request (except that with ``--workspaces`` a
@@ -35,6 +40,7 @@ from typing import Any, Final, final
 import trio
 
 from sandboxfs.session.server import SandboxfsServer
+from sandboxfs.transports.connections import SEND_TIMEOUT, serve_connections
 from sandboxfs.transports.mcp_http import HttpPolicy, McpEndpoint
 
 log = logging.getLogger("sandboxfs")
@@ -163,13 +169,16 @@ class Gate:
     """The ASGI front: probes, then authentication, then the MCP app.
 
     While draining (after SIGTERM) new requests get 503 and ``idle`` is set once
-    the last request in flight has finished.
+    the last request in flight has finished.  ``/readyz`` asks ``unready`` what
+    configured is not being served (None: all of it).
     """
 
     app: ASGIApp
     token: str | None
     #: Instead of one token, a check of the one presented (the tenants' front).
     check: Callable[[str], bool] | None = None
+    #: What is configured but not served right now, in one line; None when all is.
+    unready: Callable[[], str | None] | None = None
     draining: bool = False
     in_flight: int = 0
     idle: trio.Event = field(default_factory=trio.Event)
@@ -186,14 +195,8 @@ class Gate:
             await send({"type": "websocket.close", "code": 1008})  # refused: 403
             return
         path = scope.get("path", "")
-        if path == "/healthz":
-            await _plain(send, 200, b"ok\n")
-            return
-        if path == "/readyz" or self.draining:
-            if self.draining:
-                await _plain(send, 503, b"shutting down\n", [(b"connection", b"close")])
-            else:
-                await _plain(send, 200, b"ready\n")
+        if path in ("/healthz", "/readyz") or self.draining:
+            await self._probe(path, send)
             return
         if (self.token is not None or self.check is not None) and not self._authorized(scope):
             await _plain(
@@ -213,6 +216,21 @@ class Gate:
             self.in_flight -= 1
             if self.draining and self.in_flight == 0:
                 self.idle.set()
+
+    async def _probe(self, path: str, send: Send) -> None:
+        """``/healthz``: alive (even while draining).  ``/readyz``, and anything while
+        draining: 503 saying why, or 200."""
+        if path == "/healthz":
+            await _plain(send, 200, b"ok\n")
+            return
+        if self.draining:
+            await _plain(send, 503, b"shutting down\n", [(b"connection", b"close")])
+            return
+        missing = None if self.unready is None else self.unready()
+        if missing is not None:
+            await _plain(send, 503, f"not ready: {missing}\n".encode())
+        else:
+            await _plain(send, 200, b"ready\n")
 
     async def drain(self, seconds: float) -> None:
         """Refuse new requests, then wait (at most ``seconds``) for those in flight."""
@@ -251,15 +269,29 @@ class SidecarOptions:
     json_response: bool = False
     max_body: int = 16 * 1024 * 1024
     grace_seconds: float = 10.0
+    #: A client that takes none of its answer for this long is cut off.
+    send_timeout: float = SEND_TIMEOUT
 
 
 async def serve_http(
     server: SandboxfsServer, listener: socket.socket, options: SidecarOptions
-) -> None:
-    """Serve until SIGTERM or SIGINT, then drain calls in flight and return."""
-    # Hypercorn is imported in serve_gate: a stdio server never needs it.
-    gate = Gate(McpEndpoint(server, http_policy(options)), options.token)
-    await serve_gate(gate, listener, options)
+) -> signal.Signals | None:
+    """Serve until SIGTERM or SIGINT, then drain calls in flight and return the
+    signal that stopped it."""
+    gate = Gate(
+        McpEndpoint(server, http_policy(options)),
+        options.token,
+        unready=lambda: unserved(server),
+    )
+    return await serve_gate(gate, listener, options)
+
+
+def unserved(server: SandboxfsServer) -> str | None:
+    """Why a server serves nothing (no directory in its allow-list, and no
+    workspaces to make sessions in), or None."""
+    if server.options.workspaces is not None or not server.access.current.allow.empty:
+        return None
+    return "no directory is served (the allow-list is empty)"
 
 
 def http_policy(options: SidecarOptions) -> HttpPolicy:
@@ -275,36 +307,70 @@ def http_policy(options: SidecarOptions) -> HttpPolicy:
     )
 
 
-async def serve_gate(gate: Gate, listener: socket.socket, options: SidecarOptions) -> None:
+async def serve_gate(
+    gate: Gate, listener: socket.socket, options: SidecarOptions
+) -> signal.Signals | None:
     """Serve ``gate`` under Hypercorn until SIGTERM or SIGINT, then drain calls in
-    flight and return."""
-    from hypercorn.config import Config  # noqa: PLC0415
-    from hypercorn.trio import serve  # noqa: PLC0415
+    flight and return the signal that stopped it.
+
+    SIGTERM (a supervisor) is logged; SIGINT (Ctrl-C) is quiet unless calls are in
+    flight, and a second signal ends the wait for them.
+    """
+    from hypercorn.config import Config  # noqa: PLC0415 - a stdio server never needs it
 
     endpoint = options.endpoint
     config = Config()
-    config.bind = [f"fd://{listener.fileno()}"]
     config.accesslog = None
     config.errorlog = logging.getLogger("hypercorn.error")
     config.graceful_timeout = 1.0  # requests have drained by the time Hypercorn stops
     stopping = trio.Event()
+    stopped_by: list[signal.Signals] = []
 
-    async def watch_signals() -> None:
+    async def watch_signals(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            task_status.started()
             async for signum in signals:
-                log.info(
-                    "%s: refusing new requests; finishing %d request(s) in flight (up to %g s)",
-                    signal.Signals(signum).name,
-                    gate.in_flight,
-                    options.grace_seconds,
-                )
-                await gate.drain(options.grace_seconds)
-                stopping.set()
-                return
+                stopped_by.append(signal.Signals(signum))
+                break
+            _announce(stopped_by[0], gate, options)
+            async with trio.open_nursery() as draining:
 
-    log.info("sandboxfs serving MCP on %s", endpoint.describe())
+                async def again() -> None:
+                    async for _ in signals:
+                        draining.cancel_scope.cancel()  # a second signal: stop now
+                        return
+
+                draining.start_soon(again)
+                await gate.drain(options.grace_seconds)
+                draining.cancel_scope.cancel()
+            stopping.set()
+
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(watch_signals)
-        await serve(gate, config, shutdown_trigger=stopping.wait)  # type: ignore[arg-type]
+        await nursery.start(watch_signals)
+        # Said once SIGTERM and SIGINT are caught: the line is a true ready signal.
+        log.info("sandboxfs serving MCP on %s", endpoint.describe())
+        await serve_connections(
+            gate, config, listener, send_timeout=options.send_timeout, stopping=stopping
+        )
         nursery.cancel_scope.cancel()
-    log.info("sandboxfs stopped")
+    if stopped_by != [signal.SIGINT]:
+        log.info("sandboxfs stopped")
+    return stopped_by[0] if stopped_by else None
+
+
+def _announce(signum: signal.Signals, gate: Gate, options: SidecarOptions) -> None:
+    """Say that the server is stopping: always on SIGTERM; on Ctrl-C only when calls
+    are in flight (the command line then says it was interrupted, in one line)."""
+    if signum != signal.SIGINT:
+        log.info(
+            "%s: refusing new requests; finishing %d request(s) in flight (up to %g s)",
+            signum.name,
+            gate.in_flight,
+            options.grace_seconds,
+        )
+    elif gate.in_flight:
+        log.warning(
+            "Ctrl-C: finishing %d request(s) in flight (up to %g s; Ctrl-C again to stop now)",
+            gate.in_flight,
+            options.grace_seconds,
+        )

@@ -17,9 +17,11 @@ TOML, read with :mod:`tomllib`::
     ask = ["*.cfg"]                      # optional, like --ask
 
 A token is never stored, only its SHA-256; a presented token is hashed and
-compared against every tenant's hash in constant time.  Every problem (an
-unknown key, a duplicate name or token hash, a tenant without directories, a
-hash that is not 64 hex digits, a value of the wrong type) is a
+compared against every tenant's hash in constant time (an empty one is never
+compared: it authenticates nobody).  Every problem (an unknown key, a duplicate
+name or token hash, a tenant without directories, a hash that is not 64 hex
+digits, the hash of the empty string, the hash of a well-known test token unless
+weak tokens are accepted for tests, a value of the wrong type) is a
 :class:`TenantsError` whose message names it, in one line.
 
 This module only reads the file: it never opens a tenant's directories (the
@@ -36,6 +38,8 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, final
+
+from sandboxfs.transports.credentials import hash_weakness
 
 _NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", re.ASCII)
 _HEX: Final = re.compile(r"[0-9a-f]{64}", re.ASCII)
@@ -59,7 +63,12 @@ _KEYS: Final = frozenset(
 
 @final
 class TenantsError(Exception):
-    """The tenants file cannot be used; the message names the one problem."""
+    """The tenants file cannot be used; the message names the one problem.
+    ``readable`` is False when the file could not even be read."""
+
+    def __init__(self, message: str, *, readable: bool = True) -> None:
+        super().__init__(message)
+        self.readable = readable
 
 
 def hash_token(token: str) -> str:
@@ -118,11 +127,17 @@ class Tenants:
     """Every tenant of a tenants file, by name."""
 
     by_name: Mapping[str, Tenant]
+    #: Whether the hashes of well-known test tokens were accepted (for tests):
+    #: a reload reads the file again under the same rule.
+    allow_weak: bool = False
 
     def authenticate(self, presented: str) -> Tenant | None:
-        """The tenant whose token this is, or None.  Every stored hash is compared
-        (in constant time), whichever matches."""
-        digest = hashlib.sha256(presented.strip().encode()).digest()
+        """The tenant whose token this is, or None (always for an empty token).  Every
+        stored hash is compared (in constant time), whichever matches."""
+        presented = presented.strip()
+        if not presented:
+            return None
+        digest = hashlib.sha256(presented.encode()).digest()
         found = None
         for tenant in self.by_name.values():
             if hmac.compare_digest(digest, bytes.fromhex(tenant.token_sha256)):
@@ -130,20 +145,23 @@ class Tenants:
         return found
 
 
-def load_tenants(path: str) -> Tenants:
-    """Read and check a tenants file.  Raises TenantsError (also for a file that cannot
-    be read or is not TOML), naming the problem."""
+def load_tenants(path: str, *, allow_weak: bool = False) -> Tenants:
+    """Read and check a tenants file (``allow_weak``: accept the hashes of well-known
+    test tokens, for tests).  Raises TenantsError (also for a file that cannot be
+    read or is not TOML), naming the problem."""
     try:
         with open(path, "rb") as f:
             document = tomllib.load(f)
     except OSError as exc:
-        raise TenantsError(f"cannot read --tenants {path}: {exc.strerror}") from None
+        raise TenantsError(
+            f"cannot read --tenants {path}: {exc.strerror}", readable=False
+        ) from None
     except tomllib.TOMLDecodeError as exc:
         raise TenantsError(f"--tenants {path} is not valid TOML: {exc}") from None
-    return parse_tenants(document, path)
+    return parse_tenants(document, path, allow_weak=allow_weak)
 
 
-def parse_tenants(document: Mapping[str, Any], path: str) -> Tenants:
+def parse_tenants(document: Mapping[str, Any], path: str, *, allow_weak: bool = False) -> Tenants:
     """Check a parsed tenants file (``path`` only names it in messages)."""
     unknown = sorted(set(document) - {"tenant"})
     if unknown:
@@ -157,7 +175,7 @@ def parse_tenants(document: Mapping[str, Any], path: str) -> Tenants:
     for number, entry in enumerate(entries, 1):
         if not isinstance(entry, dict):
             raise TenantsError(f"--tenants {path}: tenant {number} is not a table")
-        tenant = _tenant(entry, f"--tenants {path}: tenant {number}")
+        tenant = _tenant(entry, f"--tenants {path}: tenant {number}", allow_weak=allow_weak)
         where = f"--tenants {path}: tenant {tenant.name!r}"
         if tenant.name in by_name:
             raise TenantsError(f"{where} appears twice")
@@ -175,10 +193,10 @@ def parse_tenants(document: Mapping[str, Any], path: str) -> Tenants:
             journals[journal] = tenant.name
         by_name[tenant.name] = tenant
         hashes[tenant.token_sha256] = tenant.name
-    return Tenants(by_name)
+    return Tenants(by_name, allow_weak=allow_weak)
 
 
-def _tenant(entry: Mapping[str, Any], where: str) -> Tenant:
+def _tenant(entry: Mapping[str, Any], where: str, *, allow_weak: bool) -> Tenant:
     unknown = sorted(set(entry) - _KEYS)
     if unknown:
         raise TenantsError(f"{where}: unknown key {unknown[0]!r}")
@@ -193,7 +211,14 @@ def _tenant(entry: Mapping[str, Any], where: str) -> Tenant:
     if not isinstance(digest, str) or _HEX.fullmatch(digest.lower()) is None:
         raise TenantsError(
             f"{where}: 'token_sha256' must be 64 hex digits (make it with "
-            "'sandboxfs hash-token < token')"
+            "'sandboxfs hash-token TOKEN_FILE')"
+        )
+    weakness = hash_weakness(digest.lower())
+    if weakness is not None and not (allow_weak and weakness[1]):
+        reason, _ = weakness
+        raise TenantsError(
+            f"{where}: 'token_sha256' {reason}; give the tenant a strong token "
+            "('openssl rand -hex 32', then 'sandboxfs hash-token TOKEN_FILE')"
         )
     directories = _strings(entry, "directories", where)
     policy = _optional_string(entry, "policy", where)

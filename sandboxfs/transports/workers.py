@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import itertools
 import logging
 import os
 import secrets
@@ -33,6 +34,7 @@ from typing import Final, final
 
 import trio
 
+from sandboxfs.transports.connections import SEND_TIMEOUT
 from sandboxfs.transports.tenants import Tenant, changed
 
 log = logging.getLogger("sandboxfs")
@@ -59,22 +61,28 @@ class WorkerSettings:
     options: tuple[str, ...] = ()
     #: On stop: how long a worker gets to finish after SIGTERM before SIGKILL.
     grace_seconds: float = 10.0
+    #: The worker's --send-timeout: longer than the front's, so that a worker never
+    #: cuts off the front while the front waits on a slow client within its own.
+    send_timeout: float = 2 * SEND_TIMEOUT
 
 
 @final
 class Worker:
     """One tenant's worker: started, watched, restarted, stopped."""
 
-    def __init__(self, tenant: Tenant, settings: WorkerSettings) -> None:
+    def __init__(self, tenant: Tenant, settings: WorkerSettings, number: int) -> None:
         self.tenant = tenant
         self.settings = settings
-        self.socket = os.path.join(settings.rundir, f"{tenant.name}.sock")
+        #: Numbered, not named after the tenant: a unix socket's path is short (108 bytes).
+        self.socket = os.path.join(settings.rundir, f"{number}.sock")
         #: The bearer token the front presents to this worker, and nobody else knows.
         self.secret = secrets.token_hex(32)
         self.pid: int | None = None
         self.up = False
         self.given_up = False
         self.starts = 0
+        #: Drop the worker's log lines instead of relaying them (stopping on Ctrl-C).
+        self.quiet = False
         self._ready = trio.Event()
         self._stopping = False
         self._process: subprocess.Popen[bytes] | None = None
@@ -84,6 +92,7 @@ class Worker:
         """The worker's command line (on the tether)."""
         server = [sys.executable, "-m", "sandboxfs", "--unix", self.socket]
         server += ["--log-level", self.settings.log_level, *self.settings.options]
+        server += ["--send-timeout", f"{self.settings.send_timeout:g}"]
         server += self.tenant.options()
         tether = [sys.executable, "-m", "sandboxfs.transports.tether", str(os.getpid())]
         return [*tether, "--", *server]
@@ -147,6 +156,7 @@ class Worker:
             stderr=subprocess.PIPE,
             env=env,
             close_fds=True,
+            start_new_session=True,  # signals to the front's process group stay the front's
         )
         self._process = process
         self.pid = process.pid
@@ -214,10 +224,12 @@ class Worker:
                 if len(pending) > _MAX_LINE:  # a line that never ends: shown in parts
                     lines.append(pending)
                     pending = b""
+                if self.quiet:
+                    continue
                 for line in lines:
                     sys.stderr.buffer.write(prefix + line + b"\n")
                 sys.stderr.buffer.flush()
-        if pending:
+        if pending and not self.quiet:
             sys.stderr.buffer.write(prefix + pending + b"\n")
             sys.stderr.buffer.flush()
 
@@ -260,6 +272,7 @@ class Workers:
         self.settings = settings
         self._nursery = nursery
         self.by_name: dict[str, Worker] = {}
+        self._numbers = itertools.count(1)
 
     async def apply(self, tenants: Mapping[str, Tenant]) -> None:
         """Start workers for added tenants, stop removed ones', restart those whose
@@ -280,17 +293,29 @@ class Workers:
                 await worker.stop()  # a reload gives it another chance
                 worker = None
             if worker is None:
-                worker = Worker(tenant, self.settings)
+                worker = Worker(tenant, self.settings, next(self._numbers))
                 self.by_name[name] = worker
                 self._nursery.start_soon(worker.run)
             else:
                 worker.tenant = tenant  # the same worker; the new token
         log.info("tenants: %s", ", ".join(sorted(tenants)) or "none")
 
-    async def stop(self) -> None:
-        """Stop every worker."""
+    def unserved(self) -> str | None:
+        """Which tenants are not being served right now (a worker starting, restarting
+        or given up), counted in one line; None when every one is."""
+        down = [worker for worker in self.by_name.values() if not worker.up]
+        if not down:
+            return None
+        given_up = sum(worker.given_up for worker in down)
+        what = f"{len(down)} of {len(self.by_name)} tenants not served"
+        return f"{what} ({given_up} given up after failed starts)" if given_up else what
+
+    async def stop(self, *, quiet: bool = False) -> None:
+        """Stop every worker (``quiet``: without relaying what they log meanwhile)."""
         workers = list(self.by_name.values())
         self.by_name.clear()
+        for worker in workers:
+            worker.quiet = quiet
         await _stop_all(workers)
 
 

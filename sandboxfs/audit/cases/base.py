@@ -28,6 +28,12 @@ class Case:
     #: A hard link planted inside is a real inside name of an outside file: reading
     #: its content there is expected, so replies are not checked for canary content.
     reads_inside_names_of_outside_files: bool = False
+    #: Its verdict rests on attempts that each may or may not get through (a race):
+    #: it attacks until the first escape or its budget, and says what that proves.
+    probabilistic: bool = False
+    #: It runs alone among the cases of its kind (races: each has both cores' worth
+    #: of attacker and server to itself, so attempts weigh the same in every run).
+    exclusive: bool = False
 
     @property
     def id(self) -> str:
@@ -43,9 +49,11 @@ def case(
     setup: Callable[[Fixture], None] | None = None,
     *,
     hard_links: bool = False,
+    probabilistic: bool = False,
+    exclusive: bool = False,
 ) -> Callable[[CaseFn], CaseFn]:
     def register(fn: CaseFn) -> CaseFn:
-        CASES.append(Case(category, name, fn, setup, hard_links))
+        CASES.append(Case(category, name, fn, setup, hard_links, probabilistic, exclusive))
         return fn
 
     return register

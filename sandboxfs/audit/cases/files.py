@@ -6,6 +6,9 @@ import contextlib
 import os
 import socket
 import stat
+from collections.abc import Callable
+from pathlib import Path
+from typing import Final
 
 from sandboxfs.audit.cases.base import (
     CaseFn,
@@ -13,6 +16,8 @@ from sandboxfs.audit.cases.base import (
     each,
 )
 from sandboxfs.audit.harness import (
+    CaseFailed,
+    CaseSkipped,
     Fixture,
     Session,
 )
@@ -57,13 +62,54 @@ def _special(fx: Fixture) -> list[str]:
     return names
 
 
-@case("special-files", "reads-do-not-hang")
-async def _special_reads(s: Session, fx: Fixture) -> None:
-    for name in _special(fx):
-        for tool in ("read_text_file", "read_media_file", "read_file"):
-            await s.call(tool, path=fx.rel(name))
-        await s.call("read_multiple_files", paths=[fx.rel(name), fx.rel("inside.txt")])
-        await s.call("read_text_file", path=fx.rel(name), head=1)
+def _fifo(path: Path) -> None:
+    os.mkfifo(path)
+
+
+def _socket(path: Path) -> None:
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind(str(path))
+
+
+def _endless_device(path: Path) -> None:
+    """A character device that never ends, like /dev/zero (it is /dev/zero's numbers)."""
+    try:
+        os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(1, 5))
+    except PermissionError:
+        raise CaseSkipped("no privilege to make a device node (mknod)") from None
+
+
+#: The special files a read case each plants: (case name, what it is, how to make it).
+_READABLE_SPECIALS: Final = (
+    ("fifo", "a FIFO no one writes to", _fifo),
+    ("socket", "a unix socket", _socket),
+    ("endless-device", "a device that never ends (/dev/zero's numbers)", _endless_device),
+)
+
+
+def _special_read(name: str, what: str, make: Callable[[Path], None]) -> None:
+    @case("special-files", f"read-{name}")
+    async def run(s: Session, fx: Fixture) -> None:
+        """Every reading tool on the special file: each answers (an error will do)
+        within the timeout, and the server's memory stays bounded (the harness
+        checks its peak after every case)."""
+        make(fx.root / name)
+        calls: list[tuple[str, dict[str, object]]] = [
+            ("read_text_file", {"path": fx.rel(name)}),
+            ("read_media_file", {"path": fx.rel(name)}),
+            ("read_file", {"path": fx.rel(name)}),
+            ("read_multiple_files", {"paths": [fx.rel(name), fx.rel("inside.txt")]}),
+            ("read_text_file", {"path": fx.rel(name), "head": 1}),
+            ("read_text_file", {"path": fx.rel(name), "tail": 1}),
+        ]
+        try:
+            await each(s, calls)
+        except CaseFailed as exc:
+            raise CaseFailed(f"{what}: {exc}") from None
+
+
+for _name, _what, _make in _READABLE_SPECIALS:
+    _special_read(_name, _what, _make)
 
 
 @case("special-files", "writes-do-not-hang")

@@ -7,32 +7,40 @@ import json
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Final
 
 import trio
 
 from sandboxfs.audit.attacker import AttackerProcess, Tally, prepare
-from sandboxfs.audit.cases.base import (
-    case,
-    size_pattern,
-)
+from sandboxfs.audit.cases.base import CaseFn, case, size_pattern
 from sandboxfs.audit.harness import (
     CANARY_SIZE,
+    CaseError,
     CaseFailed,
     CaseSkipped,
     Fixture,
     Reply,
     Session,
 )
-
-#: How long a race case keeps attacking when nothing escapes: at most this many tool
-#: calls and this many seconds (it stops at the first escape).
-RACE_CALLS: Final = 2000
-RACE_SECONDS: Final = 30.0
+from sandboxfs.audit.verdicts import Trials
 
 
 def _prepared(kind: str) -> Callable[[Fixture], None]:
     return lambda fx: prepare(kind, fx.root, fx.outside, fx.canary)
+
+
+def race(
+    category: str, name: str, kind: str, *, hard_links: bool = False
+) -> Callable[[CaseFn], CaseFn]:
+    """Register a race: probabilistic (it attacks until the first escape or its budget
+    of attempts) and exclusive (one race at a time, so attempts weigh the same)."""
+    return case(
+        category,
+        name,
+        _prepared(kind),
+        hard_links=hard_links,
+        probabilistic=True,
+        exclusive=True,
+    )
 
 
 # -- races with an attacker process ----------------------------------------------------------
@@ -45,28 +53,31 @@ async def _race(
     calls: list[tuple[str, dict[str, object]]],
     shows_outside: Callable[[Reply], bool] | None = None,
 ) -> None:
-    """Call the tools in turn while the ``kind`` attacker changes the tree, until an
-    escape is seen (outside content in a reply, or an outside file changed) or the
-    bound (:data:`RACE_CALLS` calls, :data:`RACE_SECONDS`) is reached; a reply for
-    which ``shows_outside`` holds is an escape too.  An attacker that made no change
-    proves nothing: the case then fails as an error."""
-    if not any(s.has(tool) for tool, _ in calls):
+    """Call the tools in turn while the ``kind`` attacker changes the tree, one
+    attempt per call, until an escape is seen (outside content in a reply, or an
+    outside file changed) or the budget's attempts are made (``s.budget``; its time
+    bound only stops a server too slow to get there); a reply for which
+    ``shows_outside`` holds is an escape too.  The attempts made go to ``s.trials``.
+    An attacker that made no change proves nothing: the case then ends in ERROR."""
+    present = [(tool, arguments) for tool, arguments in calls if s.has(tool)]
+    if not present:
         raise CaseSkipped(f"the server has none of {', '.join(sorted({t for t, _ in calls}))}")
+    planned = s.budget.race_attempts
     before = _outside_state(fx.outside)
     # Through a planted hard link the outside content is the inside file's: seeing it
     # is no escape (changing it is, and the outside state shows that).
     token = None if kind == "plant-hardlink" else fx.token
-    attacker = await trio.to_thread.run_sync(AttackerProcess, kind, fx.root, fx.outside)
+    with trio.CancelScope(shield=True):  # never an attacker started and not stopped
+        attacker = await trio.to_thread.run_sync(AttackerProcess, kind, fx.root, fx.outside)
     made = 0
     escaped = False
     described: tuple[str, Reply] | None = None  # a reply that shows_outside held for
     try:
-        deadline = trio.current_time() + RACE_SECONDS
-        for i in range(RACE_CALLS):
-            tool, arguments = calls[i % len(calls)]
-            if not s.has(tool):
-                continue
-            reply = await s.call(tool, **json.loads(json.dumps(arguments).replace("{i}", str(i))))
+        deadline = trio.current_time() + s.budget.race_seconds
+        while made < planned and trio.current_time() < deadline:
+            tool, arguments = present[made % len(present)]
+            spelled = json.dumps(arguments).replace("{i}", str(made))
+            reply = await s.call(tool, **json.loads(spelled))
             made += 1
             if shows_outside is not None and shows_outside(reply):
                 described = (tool, reply)
@@ -77,18 +88,16 @@ async def _race(
             ):
                 escaped = True
                 break
-            if trio.current_time() > deadline:
-                break
     finally:
-        tally = await trio.to_thread.run_sync(_stopped, attacker)
+        with trio.CancelScope(shield=True):  # cancelled or not, the attack stops here
+            tally = await trio.to_thread.run_sync(_stopped, attacker)
     moved = fx.outside / "moved-d"
     if moved.exists():  # the attacker stopped mid-move: put it back for the checks
         moved.rename(fx.root / "d")
     if tally.swaps == 0:
-        raise CaseFailed(f"the {kind} attacker made no change in {made} calls: nothing was tested")
-    s.notes.append(
-        f"{'escaped' if escaped else 'held'} after {made} calls against {tally.swaps} changes"
-    )
+        raise CaseError(f"the {kind} attacker made no change in {made} calls: nothing was tested")
+    s.trials = Trials(made, planned, escaped)
+    s.notes.append(f"the attacker made {tally.swaps:,} changes")
     if described is not None:
         tool, reply = described
         raise CaseFailed(f"{tool} answered about the file outside: {reply.text[:160]!r}")
@@ -116,7 +125,7 @@ def _stopped(attacker: AttackerProcess) -> Tally:
         attacker.kill()
 
 
-@case("races", "exchange-dir-during-reads-and-walks", _prepared("exchange-dir"))
+@race("races", "exchange-dir-during-reads-and-walks", "exchange-dir")
 async def _race_read(s: Session, fx: Fixture) -> None:
     await _race(
         "exchange-dir",
@@ -132,7 +141,7 @@ async def _race_read(s: Session, fx: Fixture) -> None:
     )
 
 
-@case("races", "exchange-dir-during-writes", _prepared("exchange-dir"))
+@race("races", "exchange-dir-during-writes", "exchange-dir")
 async def _race_write(s: Session, fx: Fixture) -> None:
     await _race(
         "exchange-dir",
@@ -147,7 +156,7 @@ async def _race_write(s: Session, fx: Fixture) -> None:
     )
 
 
-@case("races", "file-symlink-swap-during-write-edit-copy", _prepared("swap-file"))
+@race("races", "file-symlink-swap-during-write-edit-copy", "swap-file")
 async def _race_swap(s: Session, fx: Fixture) -> None:
     await _race(
         "swap-file",
@@ -162,7 +171,7 @@ async def _race_swap(s: Session, fx: Fixture) -> None:
     )
 
 
-@case("races", "directory-renamed-away-during-walks", _prepared("rename-away"))
+@race("races", "directory-renamed-away-during-walks", "rename-away")
 async def _race_rename(s: Session, fx: Fixture) -> None:
     await _race(
         "rename-away",
@@ -176,7 +185,7 @@ async def _race_rename(s: Session, fx: Fixture) -> None:
     )
 
 
-@case("races", "hard-links-planted-during-writes", _prepared("plant-hardlink"), hard_links=True)
+@race("races", "hard-links-planted-during-writes", "plant-hardlink", hard_links=True)
 async def _race_hardlink(s: Session, fx: Fixture) -> None:
     await _race(
         "plant-hardlink",
@@ -190,7 +199,7 @@ async def _race_hardlink(s: Session, fx: Fixture) -> None:
     )
 
 
-@case("races", "symlink-flipped-within-one-call", _prepared("swap-file"))
+@race("races", "symlink-flipped-within-one-call", "swap-file")
 async def _race_within_call(s: Session, fx: Fixture) -> None:
     """A name flipped between an inside file and a symlink to outside while one call
     checks it and then uses it: a successful answer must never describe the outside

@@ -12,7 +12,6 @@ them; one that only narrows refuses.
 from __future__ import annotations
 
 import warnings
-from typing import Final
 
 from sandboxfs.audit.cases.base import case
 from sandboxfs.audit.harness import (
@@ -23,10 +22,7 @@ from sandboxfs.audit.harness import (
     Session,
     in_fresh_server,
 )
-
-#: How many rounds of outside calls follow the Roots answer: a server may bring the
-#: Roots in force a few requests later (the reference validates them asynchronously).
-ROUNDS: Final = 20
+from sandboxfs.audit.verdicts import Trials
 
 
 def _widening(fx: Fixture) -> list[str]:
@@ -36,24 +32,32 @@ def _widening(fx: Fixture) -> list[str]:
 
 
 async def _attack(fresh: Session, fx: Fixture, when: str) -> None:
-    """Read and write outside until something gets through, ``ROUNDS`` times."""
+    """Read and write outside, a round of calls per attempt, until something gets
+    through or the budget's rounds are made (a server may bring the Roots in force a
+    few requests later: the reference validates them asynchronously)."""
     secret = str(fx.outside / "secret.txt")
     planted = fx.outside / "written-through-roots.txt"
-    for _ in range(ROUNDS):
+    planned = fresh.budget.roots_rounds
+    for attempt in range(1, planned + 1):
+        got_through = None
         read = await fresh.call("read_text_file", path=secret)
         if fx.token in read.raw:
-            raise CaseFailed(f"{when}, read_text_file read {secret}, outside the directory")
-        if fresh.has("write_file"):
+            got_through = f"read_text_file read {secret}"
+        elif fresh.has("write_file"):
             await fresh.call("write_file", path=str(planted), content="through Roots\n")
             if planted.exists():
                 planted.unlink()
-                raise CaseFailed(f"{when}, write_file wrote {planted}, outside the directory")
+                got_through = f"write_file wrote {planted}"
+        if got_through:
+            fresh.trials = Trials(attempt, planned, escaped=True)
+            raise CaseFailed(f"{when}, {got_through}, outside the directory")
         if fresh.has("list_allowed_directories"):
             await fresh.call("list_allowed_directories")
+    fresh.trials = Trials(planned, planned, escaped=False)
 
 
 def _roots_case(name: str, later: bool) -> None:
-    @case("roots", name)
+    @case("roots", name, probabilistic=True)
     async def run(s: Session, fx: Fixture) -> None:
         if s.era == "2026":
             raise CaseSkipped("2026-07-28 has no Roots")

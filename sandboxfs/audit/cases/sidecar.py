@@ -20,29 +20,11 @@ from pathlib import Path
 
 import trio
 
+from sandboxfs.audit import procs
 from sandboxfs.audit.cases.base import case
 from sandboxfs.audit.harness import CaseFailed, Fixture, Session
 
 _LISTEN = "0A"  # the TCP state in /proc/net/tcp
-
-
-def _descendants(pid: int) -> set[int]:
-    """Every process below ``pid`` (the servers this auditor started, on their leash)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        with contextlib.suppress(OSError), open(f"/proc/{entry}/stat") as f:
-            ppid = int(f.read().rpartition(")")[2].split()[1])
-            children.setdefault(ppid, []).append(int(entry))
-    found: set[int] = set()
-    todo = [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            if child not in found:
-                found.add(child)
-                todo.append(child)
-    return found
 
 
 def _socket_inodes(pid: int) -> set[str]:
@@ -136,7 +118,7 @@ def _status(
 async def _open_listener(s: Session, fx: Fixture) -> None:
     """Every TCP listener of the server's processes beyond loopback refuses an MCP
     request that carries no token, or an empty one."""
-    found = sorted(set(listeners(_descendants(os.getpid()))))
+    found = sorted(set(listeners(procs.descendants(os.getpid()))))
     open_ones = [(host, port) for host, port in found if _beyond_loopback(host)]
     for host, port in open_ones:
         for method, path in (("POST", "/mcp"), ("POST", "/"), ("GET", "/sse")):
