@@ -33,8 +33,7 @@ from sandboxfs.core import landlock
 from sandboxfs.core.allowlist import Root
 from sandboxfs.fs import guard
 from sandboxfs.fs import patches as fs_patches
-from sandboxfs.session import driver
-from sandboxfs.session import clientroots
+from sandboxfs.session import clientroots, driver
 
 
 def _bypass_openat2() -> None:
