@@ -132,6 +132,12 @@ def _add_roots(ruleset: int, abi: int, roots: Sequence[Root], *, read_only: bool
         syscalls.landlock_add_path_rule(ruleset, root_rights(abi, read_only=frozen), root.fd)
 
 
+def _add_journal(ruleset: int, abi: int, journal: Root | None) -> None:
+    """The change journal (outside every allowed directory) may be read and written."""
+    if journal is not None:
+        syscalls.landlock_add_path_rule(ruleset, root_rights(abi, read_only=False), journal.fd)
+
+
 def _describe_roots(roots: Sequence[Root], *, read_only: bool) -> str:
     frozen = sum(1 for root in roots if read_only or not root.policy.writable)
     if frozen in (0, len(roots)):
@@ -145,11 +151,13 @@ def confine(
     read_only: bool,
     tcp_ports: Sequence[int] = (),
     socket_dirs: Sequence[str] = (),
+    journal: Root | None = None,
 ) -> LandlockStatus:
     """Restrict this process to ``roots`` (and Python's own files, read-only).
 
     ``tcp_ports`` may be bound (HTTP mode); ``socket_dirs`` may hold a new unix
-    socket.  Returns what was enforced; raises OSError if the kernel refused.
+    socket; ``journal`` (``--journal``, outside every root) may be read and written.
+    Returns what was enforced; raises OSError if the kernel refused.
     """
     abi = abi_version()
     if abi <= 0:
@@ -161,6 +169,7 @@ def confine(
     ruleset = syscalls.landlock_create_ruleset(handled_fs(abi), net, scoped)
     try:
         _add_roots(ruleset, abi, roots, read_only=read_only)
+        _add_journal(ruleset, abi, journal)
         for path in python_paths():
             fd = os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
             try:
@@ -181,6 +190,7 @@ def confine(
     finally:
         os.close(ruleset)
     parts = [_describe_roots(roots, read_only=read_only)]
+    parts += ["read-write beneath the change journal"] if journal is not None else []
     if net:
         parts.append(
             f"TCP bind only on port {', '.join(map(str, tcp_ports))}" if tcp_ports else "no TCP"

@@ -27,13 +27,18 @@ from sandboxfs.core.names import has_lone_surrogate
 from sandboxfs.core.resolver import Resolver
 from sandboxfs.core.roots import roots_from_uris
 from sandboxfs.core.watch import NO_WATCH, Stall, Watch
+from sandboxfs.fs.approval import AskRules
+from sandboxfs.fs.journalobjects import JournalError
+from sandboxfs.fs.journals import Journals
 from sandboxfs.fs.limits import Limits
 from sandboxfs.fs.revisions import RevisionCache
 from sandboxfs.fs.sandbox import Sandbox
 from sandboxfs.session.access import AccessControl, Effective
+from sandboxfs.session.approval import ApprovalRequired, Asking, Sealer
 from sandboxfs.session.argcheck import compile_schema
 from sandboxfs.session.auditlog import PATH_ARGUMENTS, AuditLog
 from sandboxfs.session.blocking import BlockingRunner
+from sandboxfs.session.callchanges import call_gate, call_recording, journal_store
 from sandboxfs.session.core import SessionConfig
 from sandboxfs.session.effects import Caller
 from sandboxfs.session.jsonrpc import (
@@ -228,6 +233,10 @@ class ServerOptions:
     audit: AuditLog = field(default_factory=lambda: AuditLog(None))
     #: ``--workspaces``: every session's private directory and the stores.
     workspaces: WorkspaceSessions | None = None
+    #: ``--journal``: where every change is recorded.
+    journals: Journals | None = None
+    #: ``--ask``: the paths whose changes need the user's yes.
+    ask: AskRules | None = None
 
 
 @final
@@ -238,7 +247,9 @@ class SandboxfsServer:
         self.options = options
         self.access = access
         self.specs = served_tools(
-            read_only=options.read_only, workspaces=options.workspaces is not None
+            read_only=options.read_only,
+            workspaces=options.workspaces is not None,
+            journal=options.journals is not None,
         )
         self.by_name = {spec.name: spec for spec in self.specs}
         self.schemas = {spec.name: spec.input_schema() for spec in self.specs}
@@ -260,6 +271,11 @@ class SandboxfsServer:
         self.parses = ParseCache()
         #: The resolve flags every call of this server uses.
         self.confinement = Confinement(no_xdev=options.no_xdev)
+        #: Seals the state of a 2026-07-28 call that asks the user (--ask).
+        self.sealer = Sealer()
+        #: What the journal calls this server's session when it has no workspace (stdio:
+        #: one per process), or None (HTTP: every request stands alone).
+        self.session_label: str | None = None
 
     def session_config(self, *, http: bool = False) -> SessionConfig:
         """What a session of this server knows of it."""
@@ -322,14 +338,21 @@ class SandboxfsServer:
         arguments: dict[str, Any],
         caller: Caller,
         progress: Progress | None = None,
+        *,
+        asking: Asking | None = None,
     ) -> WireResult:
-        """One tool call, audited.  An unknown tool raises ProtocolError."""
+        """One tool call, audited.  An unknown tool raises ProtocolError.  ``asking``:
+        how the call may ask the user to approve a change (``--ask``)."""
         started = time.monotonic()
         spec = self.by_name.get(name)
         if spec is None:
             self._audit(name, arguments, caller, started, error="EINVAL")
             raise ProtocolError(INVALID_PARAMS, f"Unknown tool: {name}")
-        result = await self._run_tool(spec, arguments, caller, progress)
+        try:
+            result = await self._run_tool(spec, arguments, caller, progress, asking)
+        except ApprovalRequired as required:  # 2026-07-28: the client asks, then retries
+            self._audit(name, arguments, caller, started, error=None)
+            return required.result
         failed = bool(result["isError"])
         structured = result.get("structuredContent")
         error = structured.get("error") if failed and isinstance(structured, dict) else None
@@ -374,6 +397,7 @@ class SandboxfsServer:
         arguments: dict[str, Any],
         caller: Caller,
         progress: Progress | None,
+        asking: Asking | None = None,
     ) -> WireResult:
         if not self.arguments_ok[spec.name](arguments):
             details = _argument_problems(self.schemas[spec.name], arguments)
@@ -398,9 +422,14 @@ class SandboxfsServer:
         notes = self.access.notes if caller.protocol_version not in MODERN_VERSIONS else ()
         notes += self.access.policy_notes  # what each directory's policy allows, in every era
 
+        gate = call_gate(self, spec, arguments, caller, asking)
+
         def work(watch: Watch) -> ToolResult:
+            extra: dict[str, Any] = {"progress": progress} if progress is not None else {}
+            journal = journal_store(self) if spec.touches_filesystem else None
+            recording = call_recording(self, journal, spec, arguments, caller)
             context = CallContext(
-                sandbox=sandbox.with_watch(watch),
+                sandbox=sandbox.with_watch(watch).recording(recording).gated(gate),
                 limits=self.options.limits,
                 allowed=allowed,
                 notes=notes,
@@ -408,14 +437,22 @@ class SandboxfsServer:
                 accounts=self.options.accounts,
                 parses=self.parses,
                 workspace=self.access.workspace,
-                **({"progress": progress} if progress is not None else {}),
+                journal=journal,
+                **extra,
             )
-            return spec.handler(context, **arguments)
+            try:
+                return spec.handler(context, **arguments)
+            finally:
+                if recording is not None:
+                    recording.finish()  # a change made is recorded, even by a call that failed
 
         try:
             result = await self.bounded(work) if spec.touches_filesystem else work(NO_WATCH)
         except SandboxError as exc:
             return error_result(str(exc), exc.code)
+        except JournalError as exc:
+            log.error("the change journal cannot be used: %s", exc)
+            return error_result(f"The change journal cannot be used: {exc}", "EIO")
         return to_wire(result)
 
     # -- resources ---------------------------------------------------------------------------
