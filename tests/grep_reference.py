@@ -2,6 +2,11 @@
 differential tests in test_grep_scan.py compare today's grep_files with.  Kept as it
 was (only this docstring, and the imports its tool declaration needed, changed): its
 output is the contract.
+
+Changed since, with the contract (issue 26): a line longer than a block is cut there
+(searched as its first block, as if it ended there, shown with the cut mark; the
+rest of it is only read for its end), the answer counts the lines cut and the files
+and directories that could not be read, and ``complete`` is false when any was.
 """
 
 from __future__ import annotations
@@ -14,7 +19,16 @@ from typing import Any, Final
 
 import re2
 
-from sandboxfs.core.errors import InvalidArgument, LimitExceeded, SandboxError
+from sandboxfs.core.errors import (
+    Conflict,
+    InvalidArgument,
+    IsADirectory,
+    LimitExceeded,
+    NotADirectory,
+    NotARegularFile,
+    NotFound,
+    SandboxError,
+)
 from sandboxfs.core.globs import Glob, GlobError, compile_glob
 from sandboxfs.core.names import quote_path, structured_path
 from sandboxfs.fs.files import OpenFile
@@ -71,9 +85,13 @@ class _Matcher:
             position = newline + 1
 
 
-def _shown(line: bytes) -> str:
+def _shown(line: bytes, cut: bool = False) -> str:
     text = line.decode("utf-8", "replace").removesuffix("\r")
-    return text if len(text) <= _LINE_SHOWN else text[:_LINE_SHOWN] + "…"
+    text = text if len(text) <= _LINE_SHOWN else text[:_LINE_SHOWN] + "…"
+    if cut:
+        size = f"{_BLOCK // 2**20} MiB" if _BLOCK % 2**20 == 0 else f"{_BLOCK} bytes"
+        text += f" [line cut at {size}]"
+    return text
 
 
 @dataclass
@@ -88,6 +106,8 @@ class _Search:
     matches: list[dict[str, Any]] = field(default_factory=list)
     files_searched: int = 0
     binary_skipped: int = 0
+    unreadable: int = 0
+    lines_cut: int = 0
     stopped: str | None = None
     #: Hears the bytes searched of a single file (a walk reports its entries instead).
     progress: Progress | None = None
@@ -113,6 +133,7 @@ class _Search:
         line_number = 0  # lines before the current block
         carry = b""
         first = True
+        skipping = False  # in a cut line
         while not self.full():
             chunk = f.file.read(size)
             if first:
@@ -121,12 +142,32 @@ class _Search:
                     self.binary_skipped += 1
                     return
                 self.files_searched += 1
+            done = not chunk or len(chunk) < size
+            if skipping:
+                newline = chunk.find(b"\n")
+                if newline < 0:
+                    if done:
+                        return
+                    continue
+                skipping = False
+                line_number += 1
+                chunk = chunk[newline + 1 :]
             block = carry + chunk if carry else chunk
-            if not chunk or len(chunk) < size:
+            last = block.rfind(b"\n") + 1
+            if len(block) - last > _BLOCK:
+                self.lines_cut += 1
+                self._block(block[: last + _BLOCK] + b"\n", line_number, (shown_path, exact), True)
+                if done:
+                    return
+                line_number += block.count(b"\n", 0, last)
+                skipping = True
+                carry = b""
+                continue
+            if done:
                 if block:
                     self._block(block, line_number, (shown_path, exact))
                 return
-            cut = block.rfind(b"\n") + 1
+            cut = last
             if cut == 0:
                 carry = block
                 continue
@@ -138,7 +179,7 @@ class _Search:
             if self.out_of_time(seconds):
                 return
 
-    def _block(self, block: bytes, before: int, paths: tuple[str, str]) -> None:
+    def _block(self, block: bytes, before: int, paths: tuple[str, str], cut: bool = False) -> None:
         shown_path, exact_path = paths
         hits = list(self.matcher.hits(block))
         if not hits:
@@ -146,6 +187,7 @@ class _Search:
         lines = block.split(b"\n")
         if lines and lines[-1] == b"":
             lines.pop()
+        shown = [_shown(line, cut and k == len(lines) - 1) for k, line in enumerate(lines)]
         starts = [0]
         for line in lines[:-1]:
             starts.append(starts[-1] + len(line) + 1)
@@ -161,15 +203,15 @@ class _Search:
                 self.lines.append("--")
             for k in range(max(lo, last_printed + 1), hi):
                 mark = ":" if k == index else "-"
-                self.lines.append(f"{shown_path}{mark}{before + k + 1}{mark}{_shown(lines[k])}")
+                self.lines.append(f"{shown_path}{mark}{before + k + 1}{mark}{shown[k]}")
             last_printed = max(last_printed, hi - 1)
             self.matches.append(
                 {
                     "path": exact_path,
                     "line": number,
-                    "text": _shown(lines[index]),
-                    "before": [_shown(x) for x in lines[lo:index]],
-                    "after": [_shown(x) for x in lines[index + 1 : hi]],
+                    "text": shown[index],
+                    "before": shown[lo:index],
+                    "after": shown[index + 1 : hi],
                 }
             )
 
@@ -195,13 +237,16 @@ def grep_files(
             raise InvalidArgument(f"Invalid glob pattern: {exc}") from None
     search = _Search(matcher, context, maxResults, time.monotonic() + ctx.limits.search_seconds)
     target = ctx.sandbox.search_target(path)
+    unreadable_dirs = 0
     if isinstance(target, OpenFile):
         if ctx.wants_progress:
             search.progress = ctx.progress
         with target:
             search.search_file(target, path, ctx.limits.search_seconds)
     else:
-        _walk(ctx, Walker(ctx, path, "grep_files", tree=target), search, name_filter)
+        walker = Walker(ctx, path, "grep_files", tree=target)
+        _walk(ctx, walker, search, name_filter)
+        unreadable_dirs = len(walker.unreadable)
     if search.stopped is None and search.full():
         search.stopped = (
             f"stopped after {maxResults} matches; raise maxResults or narrow the search"
@@ -209,13 +254,28 @@ def grep_files(
     text = "\n".join(search.lines) if search.lines else "No matches found"
     if search.stopped:
         text += f"\n[{search.stopped}]"
+    if search.lines_cut:
+        size = f"{_BLOCK // 2**20} MiB" if _BLOCK % 2**20 == 0 else f"{_BLOCK} bytes"
+        some = "1 line" if search.lines_cut == 1 else f"{search.lines_cut} lines"
+        text += f"\n[{some} longer than {size} cut: only the first {size} of each was searched]"
+    if search.unreadable or unreadable_dirs:
+        parts = []
+        if search.unreadable:
+            parts.append(f"{search.unreadable} file{'' if search.unreadable == 1 else 's'}")
+        if unreadable_dirs:
+            parts.append(f"{unreadable_dirs} director{'y' if unreadable_dirs == 1 else 'ies'}")
+        text += "\n[" + " and ".join(parts) + " could not be read]"
     return ToolResult(
         text=text,
         structured={
             "matches": search.matches,
             "filesSearched": search.files_searched,
             "binaryFilesSkipped": search.binary_skipped,
-            "complete": search.stopped is None,
+            "unreadableFiles": search.unreadable,
+            "unreadableDirectories": unreadable_dirs,
+            "linesCut": search.lines_cut,
+            "complete": search.stopped is None
+            and not (search.lines_cut or search.unreadable or unreadable_dirs),
             "stoppedReason": search.stopped,
         },
     )
@@ -251,7 +311,10 @@ def _walk(ctx: CallContext, walker: Walker, search: _Search, name_filter: Glob |
             try:
                 with walker.tree.open_file(tuple(relative.split("/")), shown) as f:
                     search.search_file(f, shown, ctx.limits.search_seconds, exact)
-            except SandboxError:
-                continue  # vanished or unreadable meanwhile: not a match
+            except (NotFound, Conflict, NotARegularFile, IsADirectory, NotADirectory):
+                continue  # vanished or replaced meanwhile: not a match
+            except SandboxError as exc:
+                if exc.code not in ("ELOOP", "ENOENT"):
+                    search.unreadable += 1
     except LimitExceeded as exc:
         search.stopped = str(exc)

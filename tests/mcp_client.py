@@ -130,8 +130,10 @@ async def session(
     roots: Roots | None = None,
     env: dict[str, str] | None = None,
     command: Sequence[str] | None = None,
+    elicitation: Any = None,
 ) -> AsyncIterator[Session]:
-    """A connected client; ``command`` replaces ``python -m sandboxfs ARGS`` entirely."""
+    """A connected client; ``command`` replaces ``python -m sandboxfs ARGS`` entirely;
+    ``elicitation`` answers the server's questions to the user (elicitation/create)."""
     argv = list(command) if command is not None else [*SERVER, *args]
     params = StdioServerParameters(command=argv[0], args=argv[1:], env=server_env(env))
     with tempfile.NamedTemporaryFile("w+", suffix=".stderr", delete=False) as log:
@@ -141,6 +143,7 @@ async def session(
             transport,
             mode="legacy" if era == "2025" else "2026-07-28",
             list_roots_callback=roots.answer if roots is not None else None,
+            elicitation_callback=elicitation,
             cache=None,
             read_timeout_seconds=60,
         )

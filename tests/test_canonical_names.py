@@ -196,3 +196,12 @@ def test_a_root_a_client_offers_under_any_encoding_never_opens_a_hidden_director
         [file_uri(str(tree.root))], cli, confine=True, confinement=Confinement(), policy=policy
     )
     assert [r.path for r in visible] == [str(tree.root)]
+
+
+@given(st.text())
+def test_any_uri_text_is_a_path_or_none_never_an_exception(text: str) -> None:
+    """Lone surrogates included (no bytes stand for them): resources/read once answered
+    -32603 for ``file:///\\ud800``."""
+    for uri in (f"file:///{text}", f"file://localhost/{text}", text):
+        got = local_path(uri)
+        assert got is None or (got.startswith("/") and "\0" not in got)

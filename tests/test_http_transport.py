@@ -231,7 +231,7 @@ def test_the_exact_host_is_served(served: Sidecar, host: str, era: str) -> None:
     answer = exchange(served, message, headers, host=host.format(port=served.port))
     assert answer.status == 200, answer
     [reply] = checked(answer, message, era)
-    assert len(reply["result"]["tools"]) == 19
+    assert len(reply["result"]["tools"]) == 20
 
 
 def test_a_repeated_host_is_refused(served: Sidecar) -> None:

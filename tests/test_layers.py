@@ -47,6 +47,8 @@ PATH_CALLS = {
     "cli/healthcheck.py": "the container's health check reads /proc for the server's command line",
     "cli/cleanup.py": "removes the unix socket the server made, once it is done",
     "cli/policies.py": "reads the operator's --policy file",
+    "cli/journal.py": "makes the operator's --journal directory, and names its session journals",
+    "cli/approvals.py": "reads the ask keys of the operator's --policy file",
     "transports/stdio.py": "opens /dev/null for the private copies of fds 0 and 1",
     "transports/sidecar.py": "the operator's unix socket path",
     "transports/tenants.py": "reads the operator's --tenants file",

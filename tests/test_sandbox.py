@@ -645,15 +645,15 @@ def test_a_whole_read_sees_growth_after_its_fstat(tree: Tree) -> None:
     target.write_bytes(b"0123456789")
     stale = os.stat(target)
     target.write_bytes(b"0123456789" * 3)  # grew after the stat the read relies on
-    with OpenFile(os.open(target, os.O_RDONLY), stale) as f:
+    with OpenFile(os.open(target, os.O_RDONLY), stale, "log.txt") as f:
         assert whole_bytes(f, 64, "log.txt") == b"0123456789" * 3
     with (
-        OpenFile(os.open(target, os.O_RDONLY), stale) as f,
+        OpenFile(os.open(target, os.O_RDONLY), stale, "log.txt") as f,
         pytest.raises(LimitExceeded, match="grew past"),
     ):
         whole_bytes(f, 25, "log.txt")
     target.write_bytes(b"01234")  # and shrinking is no error
-    with OpenFile(os.open(target, os.O_RDONLY), stale) as f:
+    with OpenFile(os.open(target, os.O_RDONLY), stale, "log.txt") as f:
         assert whole_bytes(f, 64, "log.txt") == b"01234"
 
 
@@ -918,3 +918,20 @@ def test_outside_snapshot_helper_detects_changes(tree: Tree) -> None:
     before = snapshot(tree.outside)
     (tree.outside / "secret.txt").write_bytes(b"changed")
     assert snapshot(tree.outside) != before
+
+
+@pytest.mark.parametrize("text", ["a/.", "a/", "d/.", "d/"])
+def test_a_link_that_names_only_a_directory_is_never_written_through_to_a_file(
+    tree: Tree, text: str
+) -> None:
+    """The kernel refuses to open "b" -> "a/." for writing (ENOTDIR for a file, EISDIR
+    for a directory); the component walk once dropped the "." and wrote the file a."""
+    (tree.root / "a").write_bytes(b"kept")
+    (tree.root / "d").mkdir()
+    (tree.root / "b").symlink_to(text)
+    sandbox = tree.sandbox()
+    with pytest.raises(SandboxError, match="ENOTDIR" if text.startswith("a") else "EISDIR"):
+        sandbox.replace_file(str(tree.root / "b"), b"new")
+    assert (tree.root / "a").read_bytes() == b"kept"
+    described = sandbox.describe(str(tree.root / "b"))
+    assert described.is_symlink and described.target_described == text.startswith("d")

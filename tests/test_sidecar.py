@@ -51,7 +51,7 @@ def test_sdk_http_client_in_both_eras(
         async with http_client(url, era) as client:  # type: ignore[arg-type]
             assert client.protocol_version == ("2026-07-28" if era == "2026" else "2025-11-25")
             tools = (await client.list_tools()).tools
-            assert len(tools) == 19
+            assert len(tools) == 20
             result = await client.call_tool("read_text_file", {"path": "a.txt"})
             assert result.content[0].text == "over http\n"  # type: ignore[union-attr]
             denied = await client.call_tool("read_text_file", {"path": "/etc/hostname"})
@@ -188,7 +188,9 @@ def test_sigterm_finishes_the_call_in_flight(tree: Tree, tmp_path: Path) -> None
             assert s.request("POST", "/mcp", INIT, JSON_HEADERS)[0] == 503
         assert results == ["finished\n"]
 
-    with sidecar(str(tree.root), tmp=tmp_path, env=stall) as s:
+    # Resolving the path and reading the file are each a stalled step (10 s in all):
+    # a grace longer than both.
+    with sidecar(str(tree.root), "--shutdown-grace", "30", tmp=tmp_path, env=stall) as s:
         run(lambda: main(s))
         assert s.process.wait(timeout=60) == 0
         log = s.log.read_text()

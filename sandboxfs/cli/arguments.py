@@ -148,6 +148,26 @@ VALUE_OPTIONS: Final[dict[str, tuple[str, str, str, bool]]] = {
         "serve each tenant of a TOML file its own directories, in its own process (HTTP)",
         False,
     ),
+    "--journal": (
+        "journal",
+        "DIR",
+        "record every change in DIR (outside the allowed directories): list_changes, "
+        "undo_changes, 'sandboxfs journal DIR'",
+        False,
+    ),
+    "--journal-max-bytes": (
+        "journal_max_bytes",
+        "N",
+        "most bytes the journal keeps; the oldest changes go first [1 GiB]",
+        False,
+    ),
+    "--journal-keep": ("journal_keep", "AGE", "drop changes older than AGE, e.g. 7d [30d]", False),
+    "--ask": (
+        "ask",
+        "PATTERN",
+        "a change to a matching path needs the user's yes (asked through MCP elicitation)",
+        True,
+    ),
     "--run-dir": (
         "run_dir",
         "DIR",
@@ -166,6 +186,10 @@ TENANT_OWN: Final = (
     "--workspaces",
     "--token-file",
     "--audit-log",
+    "--journal",
+    "--journal-max-bytes",
+    "--journal-keep",
+    "--ask",
 )
 
 #: The options that only mean something when serving HTTP.
@@ -256,6 +280,10 @@ class Arguments:
     policy_file: str | None = None
     tenants: str | None = None
     run_dir: str | None = None
+    journal: str | None = None
+    journal_max_bytes: str | None = None
+    journal_keep: str | None = None
+    ask: list[str] = field(default_factory=list)
     limits: Limits = field(default_factory=Limits)
     show_help: bool = False
     show_version: bool = False
@@ -380,6 +408,7 @@ def help_text() -> str:
         "usage: sandboxfs [OPTIONS] [--] DIR[:ro|:rw]...",
         "       sandboxfs audit [--quick] [--sarif FILE] ... -- CMD ... {root}  (see audit --help)",
         "       sandboxfs workspaces BASE [--prune AGE]",
+        "       sandboxfs journal DIR [list|show ID|undo ...]   (see 'sandboxfs journal --help')",
         "       sandboxfs --tenants FILE --http HOST:PORT   (one worker process per tenant)",
         "       sandboxfs hash-token [TOKEN_FILE]           (a tenant's token_sha256)",
         "",

@@ -34,7 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Final, Literal, final
 
-from sandboxfs.cli import environment
+from sandboxfs.cli import changeoptions, environment
 from sandboxfs.cli.arguments import (
     EXIT_FAILED,
     EXIT_USAGE,
@@ -50,6 +50,7 @@ from sandboxfs.cli.policies import Directory, PolicyFile, Rules, combine, load_p
 from sandboxfs.core.names import quote_path
 from sandboxfs.core.pathnames import normalize_absolute
 from sandboxfs.core.policy import Policy, PolicyError
+from sandboxfs.fs.journalstore import DEFAULT_KEEP_SECONDS, DEFAULT_MAX_BYTES
 from sandboxfs.fs.limits import Limits
 from sandboxfs.fs.workspaces import WORKSPACE_ID_ENV
 from sandboxfs.transports.connections import SEND_TIMEOUT
@@ -112,6 +113,14 @@ class Config:
     test_switches: tuple[str, ...] = ()
     #: The options given, as written.
     given: frozenset[str] = frozenset()
+    #: --policy FILE (its directories are above; its ``ask`` keys are read at startup).
+    policy_file: str | None = None
+    #: --journal DIR and its bounds (checked here; the directory is opened at startup).
+    journal: str | None = None
+    journal_max_bytes: int = DEFAULT_MAX_BYTES
+    journal_keep: float = DEFAULT_KEEP_SECONDS
+    #: --ask patterns (every directory).
+    ask: tuple[str, ...] = ()
 
     @property
     def serves_http(self) -> bool:
@@ -258,6 +267,7 @@ def build(args: Arguments, environ: Mapping[str, str], *, terminal: bool = False
         return _tenants(args, base, environ)
     config = _directories(args, base, environ)
     config = _workspaces(args, config, environ)
+    config = _changes(args, config, environ)
     config = replace(config, roots=_roots_rule(args, config))
     token, source = environment.token(args, config.endpoint, environ)
     return replace(config, token=token, token_source=source)
@@ -415,8 +425,10 @@ def _roots_rule(args: Arguments, config: Config) -> RootsRule:
     honour."""
     if args.serves_http:
         return "unused"
-    if config.workspaces is not None:
-        return "confine"  # a session's directory, the stores, the command line's
+    if config.workspaces is not None or config.journal is not None:
+        # A session's directory, the stores, the command line's; or beside a journal,
+        # which a client's root could otherwise name.
+        return "confine"
     if not config.directories:
         where = "command-line directories (or a --policy file's [[directory]])"
         if args.confine_roots:
@@ -431,3 +443,19 @@ def _roots_rule(args: Arguments, config: Config) -> RootsRule:
     if args.confine_roots or config.landlock != "off" or policed:
         return "confine"
     return "replace"
+
+
+def _changes(args: Arguments, config: Config, environ: Mapping[str, str]) -> Config:
+    """``--journal`` and ``--ask``, decided (see :mod:`sandboxfs.cli.changeoptions`)."""
+    decided = changeoptions.decide(
+        args, has_directories=bool(config.directories or config.workspaces)
+    )
+    journal = None if args.journal is None else expand(args.journal, environ)
+    return replace(
+        config,
+        policy_file=args.policy_file,
+        journal=journal,
+        journal_max_bytes=decided.max_bytes,
+        journal_keep=decided.keep_seconds,
+        ask=decided.ask,
+    )

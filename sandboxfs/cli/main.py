@@ -27,6 +27,7 @@ import trio
 from sandboxfs import __version__
 from sandboxfs.binding.syscalls import Openat2Unavailable, probe_openat2, set_mmap_threshold
 from sandboxfs.cli import hardening, logformat
+from sandboxfs.cli.approvals import ask_rules
 from sandboxfs.cli.arguments import (
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -39,6 +40,9 @@ from sandboxfs.cli.arguments import (
 from sandboxfs.cli.cleanup import SocketCleanup, interrupts_held
 from sandboxfs.cli.config import Config, build
 from sandboxfs.cli.exits import INTERRUPTED
+from sandboxfs.cli.journal import SetupError as JournalSetupError
+from sandboxfs.cli.journal import setup as journal_setup
+from sandboxfs.cli.journal import stdio_session
 from sandboxfs.cli.policies import Directory
 from sandboxfs.cli.startup import fail, listen_on
 from sandboxfs.cli.workspaces import SetupError as WorkspaceSetupError
@@ -46,13 +50,14 @@ from sandboxfs.cli.workspaces import setup as workspace_setup
 from sandboxfs.core import landlock
 from sandboxfs.core.allowlist import AllowList, Root, nest_policies
 from sandboxfs.core.watch import Stall
+from sandboxfs.fs.approval import AskRules
+from sandboxfs.fs.journals import Journals
 from sandboxfs.fs.workspaces import SessionLease
 from sandboxfs.session.access import AccessControl
 from sandboxfs.session.auditlog import AuditLog, Lines
-from sandboxfs.session.metrics import NO_METRICS
+from sandboxfs.session.metrics import NO_METRICS, known_tools
 from sandboxfs.session.server import SandboxfsServer, ServerOptions
 from sandboxfs.session.workspaces import WorkspaceSessions
-from sandboxfs.tools import served_tools
 from sandboxfs.tools.accounts import Accounts
 from sandboxfs.transports.credentials import WEAK_WARNING
 from sandboxfs.transports.sidecar import SidecarOptions, serve_http
@@ -103,6 +108,10 @@ def _main(argv: Sequence[str]) -> int:  # noqa: PLR0911 - one per subcommand
         from sandboxfs.cli.workspaces import main as workspaces  # noqa: PLC0415
 
         return workspaces(argv[1:])
+    if argv[:1] == ["journal"]:
+        from sandboxfs.cli.journal import main as journal  # noqa: PLC0415
+
+        return journal(argv[1:])
     if argv[:1] == ["hash-token"]:
         from sandboxfs.cli.hashtoken import main as hash_token  # noqa: PLC0415
 
@@ -185,9 +194,11 @@ def _serve(
     audit = AuditLog(_open_audit_log(config.audit_log))
     accounts = Accounts.load()
     workspaces, lease = _open_workspaces(config, roots)
+    journals = _open_journal(config, roots, workspaces)
+    ask = _ask_rules(config, roots)  # (the policy file is read before Landlock)
     # Landlock covers BASE as a whole (sessions appear after it is applied).
     confined = roots if workspaces is None else [workspaces.base.root, *roots]
-    landlocked = _apply_landlock(confined, config)
+    landlocked = _apply_landlock(confined, config, journals.root if journals else None)
     hardening.confine_server(config, listener)  # seccomp: the third layer
     access = access_control(config, roots, landlocked=landlocked)
     if workspaces is not None:
@@ -208,6 +219,8 @@ def _serve(
         audit=audit,
         workspaces=workspaces,
         metrics=NO_METRICS if metrics is None else metrics,
+        journals=journals,
+        ask=ask,
     )
     server = SandboxfsServer(options, access)
     if sidecar is not None and listener is not None:
@@ -217,6 +230,7 @@ def _serve(
             return _interrupted()
         return EXIT_OK
     assert wire is not None
+    server.session_label = stdio_session(lease)
     log.info("sandboxfs %s serving MCP on stdio", __version__)
     code: int = trio.run(lambda: serve_stdio(server, wire, max_line=config.limits.line_bytes))
     return code
@@ -226,7 +240,7 @@ def server_metrics() -> ServerMetrics:
     """The metrics of an HTTP server (prometheus_client is imported only for HTTP)."""
     from sandboxfs.transports.metrics import ServerMetrics  # noqa: PLC0415
 
-    return ServerMetrics([spec.name for spec in served_tools(read_only=False, workspaces=True)])
+    return ServerMetrics(known_tools())
 
 
 def access_control(config: Config, roots: list[Root], *, landlocked: bool) -> AccessControl:
@@ -241,6 +255,25 @@ def access_control(config: Config, roots: list[Root], *, landlocked: bool) -> Ac
         policy_notes=tuple(config.policy_notes()),
         roots_policy=config.roots_policy,
     )
+
+
+def _ask_rules(config: Config, roots: list[Root]) -> AskRules | None:
+    """``--ask`` and the policy file's ``ask``: the changes that need the user's yes
+    (the patterns were checked with the configuration)."""
+    try:
+        return ask_rules(config, roots)
+    except OSError as exc:
+        fail(f"cannot read --policy {config.policy_file}: {exc.strerror}")
+
+
+def _open_journal(
+    config: Config, roots: list[Root], workspaces: WorkspaceSessions | None
+) -> Journals | None:
+    """``--journal DIR``: outside every allowed directory, made 0700 and opened."""
+    try:
+        return journal_setup(config, roots, workspaces.base.root if workspaces else None)
+    except JournalSetupError as exc:
+        fail(str(exc))
 
 
 def _open_workspaces(
@@ -329,7 +362,7 @@ def _sidecar_options(config: Config) -> SidecarOptions | None:
     )
 
 
-def _apply_landlock(roots: list[Root], config: Config) -> bool:
+def _apply_landlock(roots: list[Root], config: Config, journal: Root | None = None) -> bool:
     """Confine the process with Landlock unless told not to; True if enforced."""
     if config.landlock == "off":
         log.warning("Warning: Landlock disabled (--no-landlock): only openat2 confines paths")
@@ -342,7 +375,8 @@ def _apply_landlock(roots: list[Root], config: Config) -> bool:
         return False
     required = config.landlock == "require"
     try:
-        status = landlock.confine(roots, read_only=config.read_only)  # per root: its policy
+        # Per root: its policy too; the journal is the one other place it may write.
+        status = landlock.confine(roots, read_only=config.read_only, journal=journal)
     except (OSError, RuntimeError) as exc:
         if required:
             fail(f"cannot apply Landlock: {exc}")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import errno
 import os
-from typing import ClassVar
+from typing import ClassVar, Final
 
 from sandboxfs.core.policy import PolicyRefusal
 
@@ -124,6 +124,19 @@ class HardLinked(SandboxError):
     """The file has other names, possibly outside; changing it in place is refused."""
 
     default_code = "EMLINK"
+
+
+#: Characters of a client's text (a pattern, an argument) an error message quotes.
+QUOTED_CHARS: Final = 200
+
+
+def quoted(text: str, limit: int = QUOTED_CHARS) -> str:
+    """``text`` as an error message quotes it: its ``repr``, cut after ``limit``
+    characters (saying how long it was), so that a huge argument never makes a huge
+    answer (a lone surrogate is spelled as an escape, safe for any answer or log)."""
+    if len(text) <= limit:
+        return repr(text)
+    return f"{text[:limit]!r}… ({len(text)} characters)"
 
 
 def outside(path: str) -> AccessDenied:

@@ -19,7 +19,7 @@ from urllib.parse import unquote_to_bytes, urlsplit
 
 from sandboxfs.core.allowlist import AllowList, Root, nest_policies
 from sandboxfs.core.chokepoint import Confinement, open_root_beneath
-from sandboxfs.core.names import quote_name
+from sandboxfs.core.names import has_lone_surrogate, quote_name
 from sandboxfs.core.pathnames import normalize_absolute, relative_to
 from sandboxfs.core.policy import Policy
 
@@ -35,6 +35,8 @@ def local_path(uri: str) -> str | None:
     bytes the kernel is given)."""
     parts = urlsplit(uri)
     if parts.scheme != "file" or parts.netloc not in ("", "localhost"):
+        return None
+    if has_lone_surrogate(parts.path):  # no bytes stand for it: not a path at all
         return None
     raw = unquote_to_bytes(parts.path)
     if not raw.startswith(b"/") or b"\0" in raw:

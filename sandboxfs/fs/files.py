@@ -1,9 +1,13 @@
 """Regular files open for reading, and the revisions of what a handle names.
 
-Guarantee: a file is opened for reading only after its ``O_PATH`` handle showed a
+Guarantees: a file is opened for reading only after its ``O_PATH`` handle showed a
 regular file, and the descriptor read from is the same inode (checked by
 :meth:`~sandboxfs.core.chokepoint.Handle.reopen`): FIFOs, sockets and devices are
-never opened for reading.
+never opened for reading.  Every read of an open file (:class:`FileReader`) is a
+step of the call's watch, and every ``OSError`` it meets (``EIO`` from a failing
+disk, a FUSE or NFS server, a procfs file) is turned at the one gate
+(:meth:`~sandboxfs.core.chokepoint.Confinement.error`) into the client-safe error
+naming the file as the client gave it: no read lets an ``OSError`` out.
 """
 
 from __future__ import annotations
@@ -13,8 +17,9 @@ import os
 import stat
 from typing import Final, final
 
-from sandboxfs.core.chokepoint import READ_FLAGS, Directory, Handle
-from sandboxfs.core.errors import Conflict, LimitExceeded, NotFound
+from sandboxfs.core.chokepoint import READ_FLAGS, Confinement, Directory, Handle
+from sandboxfs.core.errors import Conflict, LimitExceeded, NotFound, SandboxError
+from sandboxfs.core.watch import NO_WATCH, Watch
 from sandboxfs.fs.context import FsContext
 from sandboxfs.fs.entries import require_regular
 from sandboxfs.fs.revisions import ABSENT, file_revision, stat_key
@@ -25,13 +30,78 @@ _OPEN_ATTEMPTS: Final = 8
 
 
 @final
+class FileReader:
+    """The reads of one open regular file: each a step of the call's ``watch``, each
+    ``OSError`` raised as the client-safe error naming ``path`` (as the client gave
+    it).  Owns the descriptor."""
+
+    __slots__ = ("_confinement", "_io", "_watch", "path")
+
+    def __init__(self, fd: int, path: str, confinement: Confinement, watch: Watch) -> None:
+        self._io = io.FileIO(fd, "rb", closefd=True)
+        self.path = path
+        self._confinement = confinement
+        self._watch = watch
+
+    def error(self, exc: OSError) -> SandboxError:
+        """The client-safe error for an OSError met while reading this file."""
+        return self._confinement.error(exc, self.path)
+
+    def read(self, size: int = -1) -> bytes:
+        """Up to ``size`` bytes from the file position (all that is left if negative)."""
+        with self._watch.step(self.path):
+            try:
+                return self._io.read(size) or b""
+            except OSError as exc:
+                raise self.error(exc) from None
+
+    def readinto(self, buffer: memoryview | bytearray) -> int:
+        """Read into ``buffer`` from the file position; how many bytes came."""
+        with self._watch.step(self.path):
+            try:
+                return self._io.readinto(buffer) or 0
+            except OSError as exc:
+                raise self.error(exc) from None
+
+    def pread(self, size: int, offset: int) -> bytes:
+        """Up to ``size`` bytes at ``offset``; the file position does not move."""
+        with self._watch.step(self.path):
+            try:
+                return os.pread(self._io.fileno(), size, offset)
+            except OSError as exc:
+                raise self.error(exc) from None
+
+    def tell(self) -> int:
+        try:
+            return self._io.tell()
+        except OSError as exc:
+            raise self.error(exc) from None
+
+    def fileno(self) -> int:
+        return self._io.fileno()
+
+    def close(self) -> None:
+        self._io.close()
+
+
+@final
 class OpenFile:
-    """A regular file open for reading; closes its descriptor on exit."""
+    """A regular file open for reading (``file``: its gated reads) and its ``fstat``
+    when opened; closes its descriptor on exit.  ``path`` names it in the client's
+    terms, for errors."""
 
     __slots__ = ("file", "stat")
 
-    def __init__(self, fd: int, st: os.stat_result) -> None:
-        self.file = io.FileIO(fd, "rb", closefd=True)
+    def __init__(
+        self,
+        fd: int,
+        st: os.stat_result,
+        path: str,
+        *,
+        confinement: Confinement | None = None,
+        watch: Watch = NO_WATCH,
+    ) -> None:
+        self.file = FileReader(fd, path, confinement or Confinement(), watch)
         self.stat = st
 
     def __enter__(self) -> OpenFile:
@@ -44,13 +114,23 @@ class OpenFile:
     def fd(self) -> int:
         return self.file.fileno()
 
+    @property
+    def path(self) -> str:
+        return self.file.path
 
-def open_regular(handle: Handle) -> OpenFile:
-    """The regular file ``handle`` names, opened for reading; anything else is refused
-    without being opened.  Conflict if the name now holds another object."""
+
+def open_regular(handle: Handle, watch: Watch = NO_WATCH) -> OpenFile:
+    """The regular file ``handle`` names, opened for reading (its reads steps of
+    ``watch``); anything else is refused without being opened.  Conflict if the
+    name now holds another object."""
     require_regular(handle.stat, handle.path)
     fd = handle.reopen(READ_FLAGS)
-    return OpenFile(fd, os.fstat(fd))
+    try:
+        st = os.fstat(fd)
+    except BaseException:
+        os.close(fd)
+        raise
+    return OpenFile(fd, st, handle.path, confinement=handle.confinement, watch=watch)
 
 
 def open_file(ctx: FsContext, path: str) -> OpenFile:
@@ -62,7 +142,7 @@ def open_file(ctx: FsContext, path: str) -> OpenFile:
     for attempt in range(_OPEN_ATTEMPTS):
         with ctx.resolver.resolve(path) as handle, ctx.watch.step(path):
             try:
-                return open_regular(handle)
+                return open_regular(handle, ctx.watch)
             except Conflict:
                 if attempt == _OPEN_ATTEMPTS - 1:
                     raise
@@ -81,6 +161,16 @@ def cached_file_revision(ctx: FsContext, fd: int, st: os.stat_result, *, fresh: 
     if stat_key(os.fstat(fd)) == key:
         ctx.revisions.put(key, revision)
     return revision
+
+
+def open_file_revision(ctx: FsContext, f: OpenFile) -> str | None:
+    """:func:`cached_file_revision` of an open file, its reads a step of the call's
+    watch and its OSError the client-safe error naming the file."""
+    with ctx.watch.step(f.path):
+        try:
+            return cached_file_revision(ctx, f.fd, f.stat, fresh=False)
+        except OSError as exc:
+            raise f.file.error(exc) from None
 
 
 def revision_of_open(

@@ -4,7 +4,9 @@ Synchronous, thread-safe, no MCP types.  Each operation takes request paths as
 the client gave them (positional-only), resolves each of them once, and raises
 :class:`~sandboxfs.core.errors.SandboxError` with messages naming only those
 paths: an :class:`OSError` that reaches this layer is converted here, by the
-one converter, naming the paths of the call.
+one converter, naming the paths of the call; a name the kernel cannot be given
+(a lone surrogate that stands for no byte, however the client spelled it) is
+refused as an invalid path.
 
 Every public operation is declared with :func:`operation`, which says which of
 its parameters are client paths and whether each follows a final symlink:
@@ -23,22 +25,28 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any, Final, Literal, TypeVar, final
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar, final
 
 from sandboxfs.binding.syscalls import Statx
+from sandboxfs.core.errors import InvalidPath
 from sandboxfs.core.resolver import Resolver
 from sandboxfs.core.watch import Watch
 from sandboxfs.fs import describe as describing
-from sandboxfs.fs import directories, files, listings, moves, walks, writes
+from sandboxfs.fs import directories, files, listings, moves, patches, walks, writes
 from sandboxfs.fs.context import FsContext
 from sandboxfs.fs.describe import Description
 from sandboxfs.fs.files import OpenFile
 from sandboxfs.fs.limits import Limits
 from sandboxfs.fs.listings import Listing
 from sandboxfs.fs.outcome import Change
+from sandboxfs.fs.patches import FileChange
 from sandboxfs.fs.revisions import RevisionCache, SameBytes
 from sandboxfs.fs.staging import CopyProgress
 from sandboxfs.fs.walks import TreeWalk
+
+if TYPE_CHECKING:
+    from sandboxfs.fs.approval import Gate
+    from sandboxfs.fs.recording import Recording
 
 PathRole = Literal["follow", "entry"]
 #: The path is followed to what it leads to (inside only).
@@ -63,6 +71,12 @@ def operation(*roles: PathRole) -> Callable[[F], F]:
             except OSError as exc:
                 named = " -> ".join(str(path) for path in args[:count])
                 raise self.resolver.error(exc, named) from None
+            except UnicodeEncodeError:
+                # A name the kernel cannot be given (a lone surrogate that stands for
+                # no byte), however it was spelled: refused, never an internal error.
+                raise InvalidPath(
+                    "Path is not valid Unicode (it contains a lone surrogate)"
+                ) from None
 
         gated.path_roles = roles  # type: ignore[attr-defined]
         return gated  # type: ignore[return-value]
@@ -77,15 +91,28 @@ class Sandbox:
     __slots__ = ("ctx",)
 
     #: Public methods that take no client path (not operations in the escape sense).
-    NOT_OPERATIONS: Final = ("with_watch", "file_revision")
+    #: (apply_changes takes a list of files: tests/test_escapes.py attacks each of them.)
+    NOT_OPERATIONS: Final = (
+        "with_watch",
+        "file_revision",
+        "recording",
+        "journal",
+        "approval",
+        "gated",
+        "apply_changes",
+    )
 
     def __init__(
         self,
         resolver: Resolver,
         limits: Limits | None = None,
         revisions: RevisionCache | None = None,
+        journal: Recording | None = None,
+        approval: Gate | None = None,
     ) -> None:
-        self.ctx = FsContext(resolver, limits or Limits(), revisions or RevisionCache())
+        self.ctx = FsContext(
+            resolver, limits or Limits(), revisions or RevisionCache(), journal, approval
+        )
 
     @property
     def resolver(self) -> Resolver:
@@ -99,9 +126,28 @@ class Sandbox:
     def revisions(self) -> RevisionCache:
         return self.ctx.revisions
 
+    @property
+    def journal(self) -> Recording | None:
+        return self.ctx.journal
+
+    @property
+    def approval(self) -> Gate | None:
+        return self.ctx.approval
+
     def with_watch(self, watch: Watch) -> Sandbox:
         """A view of this sandbox whose blocking steps report to ``watch``."""
-        return Sandbox(self.resolver.with_watch(watch), self.limits, self.revisions)
+        resolver = self.resolver.with_watch(watch)
+        return Sandbox(resolver, self.limits, self.revisions, self.journal, self.approval)
+
+    def recording(self, journal: Recording | None) -> Sandbox:
+        """A view of this sandbox whose changes are captured in ``journal`` (a call's
+        record for the change journal; see :mod:`sandboxfs.fs.journaling`)."""
+        return Sandbox(self.resolver, self.limits, self.revisions, journal, self.approval)
+
+    def gated(self, approval: Gate | None) -> Sandbox:
+        """A view of this sandbox whose changes to chosen paths need ``approval``
+        (``--ask``; see :mod:`sandboxfs.fs.approval`)."""
+        return Sandbox(self.resolver, self.limits, self.revisions, self.journal, approval)
 
     # -- reading ---------------------------------------------------------------
 
@@ -113,8 +159,9 @@ class Sandbox:
 
     def file_revision(self, f: OpenFile) -> str | None:
         """The revision of an open file (from the cache when its ``fstat`` is
-        unchanged); None if it is larger than the edit limit."""
-        return files.cached_file_revision(self.ctx, f.fd, f.stat, fresh=False)
+        unchanged); None if it is larger than the edit limit.  An OSError is the
+        client-safe error naming the file (as it was opened)."""
+        return files.open_file_revision(self.ctx, f)
 
     @operation(FOLLOW)
     def stat(self, path: str, /, *, follow: bool = True) -> Statx:
@@ -163,10 +210,16 @@ class Sandbox:
 
     @operation(FOLLOW)
     def replace_file(
-        self, path: str, data: bytes, /, *, expected: str | SameBytes | None = None
+        self,
+        path: str,
+        data: bytes,
+        /,
+        *,
+        expected: str | SameBytes | None = None,
+        revision: Callable[[], str] | None = None,
     ) -> Change:
         """Write ``data`` to ``path`` atomically (see :func:`writes.replace_file`)."""
-        return writes.replace_file(self.ctx, path, data, expected=expected)
+        return writes.replace_file(self.ctx, path, data, expected=expected, revision=revision)
 
     @operation(FOLLOW)
     def append_file(self, path: str, data: bytes, /, *, expected: str | None = None) -> Change:
@@ -177,6 +230,14 @@ class Sandbox:
     def make_dirs(self, path: str, /, *, expected: str | None = None) -> Change:
         """Create ``path`` and any missing parents (see :func:`directories.make_dirs`)."""
         return directories.make_dirs(self.ctx, path, expected=expected)
+
+    def apply_changes(self, changes: list[FileChange]) -> int | None:
+        """Make the changes to several files all, or none (see :mod:`sandboxfs.fs.patches`);
+        the journal record's id, with a journal."""
+        try:
+            return patches.apply(self.ctx, changes)
+        except OSError as exc:
+            raise self.resolver.error(exc, changes[0].path if changes else ".") from None
 
     # -- moving, copying, removing -----------------------------------------------
 

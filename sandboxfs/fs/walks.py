@@ -70,7 +70,7 @@ class TreeWalk:
         """The regular file ``rel`` below the start, opened for reading."""
         with self._entry(rel, shown) as entry, self.ctx.watch.step(shown):
             try:
-                return open_regular(entry)
+                return open_regular(entry, self.ctx.watch)
             except OSError as exc:
                 raise self.ctx.resolver.error(exc, shown) from None
 
@@ -102,6 +102,6 @@ def search_target(ctx: FsContext, path: str) -> TreeWalk | OpenFile:
             return TreeWalk(ctx, handle)
         with ctx.watch.step(path):
             try:
-                return open_regular(handle)
+                return open_regular(handle, ctx.watch)
             except OSError as exc:
                 raise ctx.resolver.error(exc, path) from None

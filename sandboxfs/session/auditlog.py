@@ -30,6 +30,29 @@ class Lines(Protocol):
 
 #: The arguments that name paths; nothing else from a call is logged.
 PATH_ARGUMENTS: Final = ("path", "paths", "source", "destination", "focus")
+#: Longest client text kept in a line (a path the server would accept is at most
+#: 4,096 bytes; a longer one was refused, and its start is enough to recognize it).
+MAX_LOGGED_CHARS: Final = 4096
+#: Most items of a list kept (read_multiple_files' paths).
+MAX_LOGGED_ITEMS: Final = 100
+
+
+def bounded(value: Any) -> Any:
+    """Client data as the log keeps it: strings cut at MAX_LOGGED_CHARS, lists at
+    MAX_LOGGED_ITEMS (each cut said with how much there was), an object only by its
+    kind: a line never grows with what a client sends."""
+    if isinstance(value, str):
+        if len(value) <= MAX_LOGGED_CHARS:
+            return value
+        return f"{value[:MAX_LOGGED_CHARS]}... [{len(value):,} characters]"
+    if isinstance(value, list):
+        kept = [bounded(item) for item in value[:MAX_LOGGED_ITEMS]]
+        if len(value) > MAX_LOGGED_ITEMS:
+            kept.append(f"... [{len(value):,} items]")
+        return kept
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    return f"<{type(value).__name__}>"  # not a path (the call was refused): its kind only
 
 
 @final
@@ -71,12 +94,12 @@ class AuditLog:
             "time": self._timestamp(),
             "log": "audit",
             "event": "tool_call",
-            "client": client,
+            "client": bounded(client),
             "peer": peer,
             "era": era,
             "protocolVersion": protocol,
             "tool": tool,
-            "paths": {k: arguments[k] for k in PATH_ARGUMENTS if k in arguments},
+            "paths": {k: bounded(arguments[k]) for k in PATH_ARGUMENTS if k in arguments},
             "outcome": outcome,
             "error": code,
             "bytes": size,

@@ -16,6 +16,7 @@ from collections.abc import Collection
 from typing import Final, Literal, Protocol, final
 
 from sandboxfs.core.errors import AccessDenied, PolicyDenied, SandboxError, TimedOut
+from sandboxfs.tools import served_tools
 
 Outcome = Literal["ok", "error"]
 Reason = Literal["outside", "policy", "read_only", "timeout"]
@@ -41,6 +42,12 @@ def refusal_reason(exc: SandboxError) -> Reason | None:
     if isinstance(exc, AccessDenied):
         return "outside"
     return None
+
+
+def known_tools() -> frozenset[str]:
+    """Every tool sandboxfs has, whatever a server serves: the tool labels' values."""
+    every = served_tools(read_only=False, workspaces=True, journal=True)
+    return frozenset(spec.name for spec in every)
 
 
 def tool_label(name: str, known: Collection[str]) -> str:

@@ -27,20 +27,31 @@ from sandboxfs.core.names import has_lone_surrogate
 from sandboxfs.core.resolver import Resolver
 from sandboxfs.core.roots import roots_from_uris
 from sandboxfs.core.watch import NO_WATCH, Stall, Watch
+from sandboxfs.fs.approval import AskRules
+from sandboxfs.fs.journalobjects import JournalError
+from sandboxfs.fs.journals import Journals
 from sandboxfs.fs.limits import Limits
 from sandboxfs.fs.revisions import RevisionCache
 from sandboxfs.fs.sandbox import Sandbox
 from sandboxfs.session.access import AccessControl, Effective
+from sandboxfs.session.approval import ApprovalRequired, Asking, Sealer
 from sandboxfs.session.argcheck import compile_schema
 from sandboxfs.session.auditlog import PATH_ARGUMENTS, AuditLog
 from sandboxfs.session.blocking import BlockingRunner
+from sandboxfs.session.callchanges import call_gate, call_recording, journal_store
 from sandboxfs.session.core import SessionConfig
 from sandboxfs.session.effects import Caller
-from sandboxfs.session.jsonrpc import INVALID_PARAMS, MODERN_VERSIONS, ProtocolError
+from sandboxfs.session.jsonrpc import (
+    INVALID_PARAMS,
+    MODERN_VERSIONS,
+    ProtocolError,
+    clean_json_text,
+)
 from sandboxfs.session.metrics import (
     NO_METRICS,
     CallObserver,
     Outcome,
+    known_tools,
     refusal_reason,
     tool_label,
 )
@@ -71,11 +82,13 @@ _NO_DIRECTORIES_2026: Final = (
 
 
 def clean_text(text: str) -> str:
-    """Text safe for JSON: bytes that were not UTF-8 in names become U+FFFD."""
+    """Text safe for JSON, whatever Unicode it holds: bytes of a name that were not
+    UTF-8 become U+FFFD as a UTF-8 decoder replaces them, and any other lone
+    surrogate (a client's unpaired escape, echoed in an error) one U+FFFD each
+    (:func:`~sandboxfs.session.jsonrpc.clean_json_text`, the one cleaner).  Never raises."""
     if not has_lone_surrogate(text):
         return text
-    cleaned: str = text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-    return cleaned
+    return clean_json_text(text)
 
 
 def _clean_json(value: dict[str, Any]) -> dict[str, Any]:
@@ -93,18 +106,40 @@ def _clean_top(value: Any) -> Any:
     return clean_text(value) if isinstance(value, str) else value
 
 
+#: Characters of one argument's text, and of one problem, an explanation quotes.
+_EXPLAINED_CHARS: Final = 200
+_PROBLEM_CHARS: Final = 500
+
+
+def _shortened(value: Any) -> Any:
+    """``value`` with every string longer than :data:`_EXPLAINED_CHARS` cut there: what
+    jsonschema quotes when it explains a refusal (quoting a 16 MiB string took seconds
+    and gigabytes, for an answer no one reads)."""
+    if isinstance(value, str):
+        return value if len(value) <= _EXPLAINED_CHARS else value[:_EXPLAINED_CHARS] + "…"
+    if isinstance(value, list):
+        return [_shortened(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _shortened(item) for key, item in value.items()}
+    return value
+
+
 def _argument_problems(schema: dict[str, Any], arguments: dict[str, Any]) -> str:
-    """Why ``arguments`` do not satisfy ``schema``, as jsonschema explains it."""
+    """Why ``arguments`` do not satisfy ``schema``, as jsonschema explains it (long
+    strings cut first, each problem at most :data:`_PROBLEM_CHARS` characters)."""
     import jsonschema  # noqa: PLC0415 - only refusals need it (and it is slow to import)
 
-    errors = jsonschema.Draft202012Validator(schema).iter_errors(arguments)
+    errors = jsonschema.Draft202012Validator(schema).iter_errors(_shortened(arguments))
     problems = []
     for error in sorted(errors, key=str):
         where = "/".join(str(p) for p in error.absolute_path)
         if error.validator == "additionalProperties" or not where:
-            problems.append(error.message)
+            problem = error.message
         else:
-            problems.append(f"'{where}': {error.message}")
+            problem = f"'{where}': {error.message}"
+        if len(problem) > _PROBLEM_CHARS:
+            problem = problem[:_PROBLEM_CHARS] + "…"
+        problems.append(problem)
     return "; ".join(problems) or "they do not match the tool's input schema"
 
 
@@ -208,6 +243,10 @@ class ServerOptions:
     workspaces: WorkspaceSessions | None = None
     #: Told of every call and refusal (the HTTP transports' /metrics).
     metrics: CallObserver = NO_METRICS
+    #: ``--journal``: where every change is recorded.
+    journals: Journals | None = None
+    #: ``--ask``: the paths whose changes need the user's yes.
+    ask: AskRules | None = None
 
 
 @final
@@ -218,13 +257,13 @@ class SandboxfsServer:
         self.options = options
         self.access = access
         self.specs = served_tools(
-            read_only=options.read_only, workspaces=options.workspaces is not None
+            read_only=options.read_only,
+            workspaces=options.workspaces is not None,
+            journal=options.journals is not None,
         )
         self.by_name = {spec.name: spec for spec in self.specs}
         #: Every tool sandboxfs has, served here or not (the metrics' tool labels).
-        self.tool_names = frozenset(
-            spec.name for spec in served_tools(read_only=False, workspaces=True)
-        )
+        self.tool_names = known_tools()
         self.schemas = {spec.name: spec.input_schema() for spec in self.specs}
         self.arguments_ok = {name: compile_schema(schema) for name, schema in self.schemas.items()}
         self.tool_definitions = [
@@ -244,6 +283,11 @@ class SandboxfsServer:
         self.parses = ParseCache()
         #: The resolve flags every call of this server uses.
         self.confinement = Confinement(no_xdev=options.no_xdev)
+        #: Seals the state of a 2026-07-28 call that asks the user (--ask).
+        self.sealer = Sealer()
+        #: What the journal calls this server's session when it has no workspace (stdio:
+        #: one per process), or None (HTTP: every request stands alone).
+        self.session_label: str | None = None
 
     def session_config(self, *, http: bool = False) -> SessionConfig:
         """What a session of this server knows of it."""
@@ -306,8 +350,11 @@ class SandboxfsServer:
         arguments: dict[str, Any],
         caller: Caller,
         progress: Progress | None = None,
+        *,
+        asking: Asking | None = None,
     ) -> WireResult:
-        """One tool call, audited.  An unknown tool raises ProtocolError."""
+        """One tool call, audited.  An unknown tool raises ProtocolError.  ``asking``:
+        how the call may ask the user to approve a change (``--ask``)."""
         started = time.monotonic()
         spec = self.by_name.get(name)
         if spec is None:
@@ -315,7 +362,11 @@ class SandboxfsServer:
             if self.options.read_only and name in self.tool_names:
                 self.options.metrics.refused(name, "read_only")  # not served: --read-only
             raise ProtocolError(INVALID_PARAMS, f"Unknown tool: {name}")
-        result = await self._run_tool(spec, arguments, caller, progress)
+        try:
+            result = await self._run_tool(spec, arguments, caller, progress, asking)
+        except ApprovalRequired as required:  # 2026-07-28: the client asks, then retries
+            self._audit(name, arguments, caller, started, error=None)
+            return required.result
         failed = bool(result["isError"])
         structured = result.get("structuredContent")
         error = structured.get("error") if failed and isinstance(structured, dict) else None
@@ -363,6 +414,7 @@ class SandboxfsServer:
         arguments: dict[str, Any],
         caller: Caller,
         progress: Progress | None,
+        asking: Asking | None = None,
     ) -> WireResult:
         if not self.arguments_ok[spec.name](arguments):
             details = _argument_problems(self.schemas[spec.name], arguments)
@@ -388,9 +440,14 @@ class SandboxfsServer:
         notes = self.access.notes if caller.protocol_version not in MODERN_VERSIONS else ()
         notes += self.access.policy_notes  # what each directory's policy allows, in every era
 
+        gate = call_gate(self, spec, arguments, caller, asking)
+
         def work(watch: Watch) -> ToolResult:
+            extra: dict[str, Any] = {"progress": progress} if progress is not None else {}
+            journal = journal_store(self) if spec.touches_filesystem else None
+            recording = call_recording(self, journal, spec, arguments, caller)
             context = CallContext(
-                sandbox=sandbox.with_watch(watch),
+                sandbox=sandbox.with_watch(watch).recording(recording).gated(gate),
                 limits=self.options.limits,
                 allowed=allowed,
                 notes=notes,
@@ -398,9 +455,14 @@ class SandboxfsServer:
                 accounts=self.options.accounts,
                 parses=self.parses,
                 workspace=self.access.workspace,
-                **({"progress": progress} if progress is not None else {}),
+                journal=journal,
+                **extra,
             )
-            return spec.handler(context, **arguments)
+            try:
+                return spec.handler(context, **arguments)
+            finally:
+                if recording is not None:
+                    recording.finish()  # a change made is recorded, even by a call that failed
 
         try:
             result = await self.bounded(work) if spec.touches_filesystem else work(NO_WATCH)
@@ -409,6 +471,9 @@ class SandboxfsServer:
             if reason is not None:
                 self.options.metrics.refused(spec.name, reason)
             return error_result(str(exc), exc.code)
+        except JournalError as exc:
+            log.error("the change journal cannot be used: %s", exc)
+            return error_result(f"The change journal cannot be used: {exc}", "EIO")
         return to_wire(result)
 
     # -- resources ---------------------------------------------------------------------------

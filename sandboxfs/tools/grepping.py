@@ -5,57 +5,74 @@ linear-time engine (google-re2), so no pattern can stall the server; an invalid
 pattern is one clear error before the walk.  Binary files (a NUL byte in their
 first 8 KiB) are skipped.  The walk is the same bounded, descriptor-based walk
 as search_files: it never follows a symlink.  It stops early, and says so, at
-``maxResults`` matches, at the entry cap, or after ``search_seconds``.
+``maxResults`` matches, at the entry cap, after ``search_seconds``, or once the
+lines it would answer with pass the read cap.
+
+Bounded whatever a file's shape: a line longer than a block (4 MiB) is cut there
+(its first block is searched as the line, the rest only read for its end; a match
+in it is reported with the line marked, and the answer counts the lines cut), so a
+search holds at most two blocks of a file.  A file that cannot be read (``EIO``
+from a failing disk, a FUSE or NFS server, a procfs file, ``EACCES``) is skipped
+and counted, never the end of the search.
 
 Speed: the files of a walk are opened, checked and read in C, a directory's worth
-at a time (:meth:`~sandboxfs.core.chokepoint.Directory.read_files`, native/scan.c),
-by the searching thread and one helper reading ahead; a literal is searched there
-too, RE2 over all the files of one read at once, so Python sees only the files that
-may match.  A long file is read block by block into one buffer.  Either way the
-blocks, and so the answers, are the ones a file-by-file search gives
-(tests/grep_reference.py is that search, kept as the tests' oracle).
+at a time, by the searching thread and one helper reading ahead
+(:mod:`sandboxfs.tools.grepahead`); a literal is searched there too, RE2 over all
+the files of one read at once, so Python sees only the files that may match.  A
+long file is read block by block into one buffer.  Either way the blocks, and so
+the answers, are the ones a file-by-file search gives (tests/grep_reference.py is
+that search, kept as the tests' oracle).
 """
 
 from __future__ import annotations
 
-import bisect
-import collections
-import os
-import queue
 import re
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, Final, final
+from typing import Any, Final
 
 import re2
 
 from sandboxfs.binding.syscalls import (
     LEAF_BINARY,
-    LEAF_GONE,
     LEAF_LATER,
     LEAF_SEARCH,
     LEAF_TEXT,
-    LeafBatch,
     count_byte,
     find,
 )
-from sandboxfs.core.chokepoint import Directory
-from sandboxfs.core.errors import InvalidArgument, LimitExceeded, SandboxError
+from sandboxfs.core.errors import (
+    QUOTED_CHARS,
+    Conflict,
+    InvalidArgument,
+    IsADirectory,
+    LimitExceeded,
+    NotADirectory,
+    NotARegularFile,
+    NotFound,
+    SandboxError,
+    quoted,
+)
 from sandboxfs.core.globs import Glob, GlobError, compile_glob
 from sandboxfs.core.names import quote_path, structured_path
 from sandboxfs.fs.files import OpenFile
 from sandboxfs.fs.walks import TreeWalk
+from sandboxfs.tools.grepahead import UNREADABLE, Reader, ReadSizes, Run
 from sandboxfs.tools.spec import READ_ONLY, CallContext, Param, Progress, ToolResult, ToolSpec
 from sandboxfs.tools.walking import Walker
 
+#: Longest pattern searched for.
+_PATTERN_CHARS: Final = 65_536
 #: Bytes inspected to decide that a file is binary.
 _BINARY_PROBE: Final = 8192
 #: Bytes searched at once; a block always ends at a line boundary.
 _BLOCK: Final = 4 * 1024 * 1024
 #: Longest line text reported; longer lines are cut with an ellipsis.
 _LINE_SHOWN: Final = 500
+#: Bytes of a line decoded to show it: enough for ``_LINE_SHOWN`` characters (at
+#: most 4 bytes each), so a long line is never decoded whole.
+_SHOWN_BYTES: Final = 4 * _LINE_SHOWN + 4
 #: The files of one directory are opened, checked and read in C, this many bytes and
 #: names at a time; a longer file is searched block by block in Python.
 _BATCH_BYTES: Final = 1024 * 1024
@@ -68,6 +85,9 @@ _READ_AHEAD: Final = 16
 _RUN_FILES: Final = 256
 _RUN_BYTES: Final = 1024 * 1024
 _NEWLINE: Final = 0x0A
+#: Errors of a file that vanished or became something else while the walk went on:
+#: not a match, and not a file that could not be read.
+_REPLACED: Final = (NotFound, Conflict, NotARegularFile, IsADirectory, NotADirectory)
 #: What could make a pattern match differently in a file searched on its own and in
 #: files searched as one text: \A, \z, and a flag group that turns a flag off
 #: (``(?-m)``: ^ and $ at the text's ends only).  Found or not, nothing is wrong:
@@ -81,15 +101,19 @@ class _Matcher:
     def __init__(self, pattern: str, *, regex: bool, case_sensitive: bool) -> None:
         if pattern == "":
             raise InvalidArgument("pattern must not be empty")
+        if len(pattern) > _PATTERN_CHARS:
+            # RE2 would refuse most such patterns anyway, after parsing them with memory
+            # a client chooses (16 MiB of "(" cost it 500 MiB).
+            raise InvalidArgument(f"pattern is longer than {_PATTERN_CHARS} characters")
         options = re2.Options()
         options.log_errors = False
         options.case_sensitive = case_sensitive
         self.literal = None if regex or not case_sensitive else pattern.encode("utf-8")
         # (?m): ^ and $ match at line boundaries, as in grep.
         source = "(?m)" + pattern if regex else re2.escape(pattern)
-        #: RE2 for a search over many files at once (see :meth:`_Run._keep`): None for
-        #: a literal (C searches it) and for a pattern that could see where a text
-        #: starts or ends (\A, \z, ^ or $ with the m flag turned off).
+        #: RE2 for a search over many files at once (see grepahead's ``Run._keep``):
+        #: None for a literal (C searches it) and for a pattern that could see where a
+        #: text starts or ends (\A, \z, ^ or $ with the m flag turned off).
         self.scanner: Any = None
         try:
             self.compiled = re2.compile(source.encode("utf-8"), options=options)
@@ -97,7 +121,9 @@ class _Matcher:
             raw = exc.args[0] if exc.args else b""
             detail = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
             detail = detail.replace("(?m)", "")
-            raise InvalidArgument(f"Invalid regular expression {pattern!r}: {detail}") from None
+            raise InvalidArgument(
+                f"Invalid regular expression {quoted(pattern)}: {detail[:QUOTED_CHARS]}"
+            ) from None
         if self.literal is None and not _TEXT_EDGE.search(source):
             self.scanner = self.compiled
 
@@ -131,9 +157,34 @@ class _Matcher:
                 position = newline + 1
 
 
-def _shown(line: bytes | bytearray) -> str:
-    text = line.decode("utf-8", "replace").removesuffix("\r")
-    return text if len(text) <= _LINE_SHOWN else text[:_LINE_SHOWN] + "…"
+def _size(n: int) -> str:
+    return f"{n // (1024 * 1024)} MiB" if n % (1024 * 1024) == 0 else f"{n} bytes"
+
+
+def _cut_mark() -> str:
+    """What follows the text of a line longer than a block, which was cut there."""
+    return f" [line cut at {_size(_BLOCK)}]"
+
+
+def _shown(line: bytes | bytearray | memoryview, *, cut: bool = False) -> str:
+    """A line as reported: at most ``_LINE_SHOWN`` characters (then an ellipsis),
+    decoded from at most ``_SHOWN_BYTES`` of it; ``cut``: marked as cut."""
+    if len(line) > _SHOWN_BYTES:
+        text = bytes(line[:_SHOWN_BYTES]).decode("utf-8", "replace")[:_LINE_SHOWN] + "…"
+    else:
+        text = bytes(line).decode("utf-8", "replace").removesuffix("\r")
+        if len(text) > _LINE_SHOWN:
+            text = text[:_LINE_SHOWN] + "…"
+    return text + _cut_mark() if cut else text
+
+
+@dataclass
+class _Place:
+    """Where the search of one file is: the lines before its buffer, and whether the
+    buffer starts inside a cut line (whose bytes are dropped up to its newline)."""
+
+    lines: int = 0
+    skipping: bool = False
 
 
 @dataclass
@@ -148,12 +199,19 @@ class _Search:
     matches: list[dict[str, Any]] = field(default_factory=list)
     files_searched: int = 0
     binary_skipped: int = 0
+    #: Files that could not be opened or read (to their end): skipped, counted.
+    unreadable: int = 0
+    #: Lines longer than a block, searched only in their first block.
+    lines_cut: int = 0
+    #: Characters of the lines reported so far, and the most they may reach.
+    answer_chars: int = 0
+    answer_cap: int = 32 * 1024 * 1024
     stopped: str | None = None
     #: Hears the bytes searched of a single file (a walk reports its entries instead).
     progress: Progress | None = None
 
     def full(self) -> bool:
-        return len(self.matches) >= self.max_results
+        return len(self.matches) >= self.max_results or self.answer_chars > self.answer_cap
 
     def out_of_time(self, seconds: float) -> bool:
         """True (and the reason noted) once the time budget is spent."""
@@ -169,52 +227,89 @@ class _Search:
         ``exact_path`` in structured content, when that differs).
 
         Blocks of ``_BLOCK`` bytes are read into one buffer; each block searched
-        ends at its last newline (the rest is carried into the next block), and
-        only in a block with a match are lines looked at, around its matches."""
+        ends at its last newline (the rest, the start of a line, is carried into the
+        next block), and only in a block with a match are lines looked at, around
+        its matches.  A line longer than a block is cut: its first ``_BLOCK`` bytes
+        are searched as the line, the rest is read only to find its end.  So the
+        buffer never holds more than two blocks, whatever the file's shape; the time
+        budget is checked after every block.  A read error is raised (gated)."""
         paths = (shown_path, exact_path or shown_path)
-        # A file smaller than a block is read at once (a short read means its end).
-        size = min(_BLOCK, f.stat.st_size + 1)
+        # A file smaller than a block is read at once (a short read means its end),
+        # and its first read holds what decides whether it is binary.
+        size = min(_BLOCK, max(f.stat.st_size + 1, _BINARY_PROBE))
         # Room for a block and what a block carries over (the start of a line).
         buffer = bytearray(size if size > f.stat.st_size else 2 * size)
-        carried = 0  # bytes at the start of the buffer carried over from the last block
-        line_number = 0  # lines before the current block
+        end = 0  # bytes held: buffer[:end] begins at the start of a line
+        at = _Place()
         first = True
         while not self.full():
-            if len(buffer) < carried + size:  # a line longer than a block: grow
-                buffer = buffer[:carried] + bytearray(max(size, carried))
+            if len(buffer) < end + size:  # it grew past its size: room for one more block
+                buffer.extend(bytearray(end + size - len(buffer)))
             with memoryview(buffer) as view:
-                got = f.file.readinto(view[carried : carried + size]) or 0
+                got = f.file.readinto(view[end : end + size])
             if first:
                 first = False
                 if buffer.find(b"\0", 0, min(got, _BINARY_PROBE)) >= 0:
                     self.binary_skipped += 1
                     return
                 self.files_searched += 1
-            end = carried + got
+            end = self._take(buffer, end + got, got < size, at, paths)
             if got < size:
-                if end:
-                    self._region(buffer, end, line_number, paths)
                 return
-            cut = buffer.rfind(b"\n", 0, end) + 1
-            if cut == 0:
-                carried = end
-                continue
-            newlines, counted_to = self._region(buffer, cut, line_number, paths)
-            line_number += newlines + count_byte(buffer, _NEWLINE, counted_to, cut)
-            carried = end - cut
-            buffer[:carried] = buffer[cut:end]
+            size = _BLOCK  # longer than its size said (it grew, or procfs): whole blocks
             if self.progress is not None:
                 self.progress(f.file.tell(), f.stat.st_size, "bytes searched")
             if self.out_of_time(seconds):
                 return
 
-    def _region(
-        self, buffer: bytearray, end: int, before: int, paths: tuple[str, str]
-    ) -> tuple[int, int]:
-        """Search ``buffer[:end]`` as one block; the newlines counted, and up to where."""
-        return self._block(buffer, end, before, paths)
+    def _take(
+        self, buffer: bytearray, end: int, done: bool, at: _Place, paths: tuple[str, str]
+    ) -> int:
+        """Search the whole lines of ``buffer[:end]`` (all of it when ``done``, the
+        file's end) and keep the start of the last, unfinished one at the buffer's
+        start: how many bytes are kept.  A line longer than a block is cut there."""
+        if at.skipping:  # buffer[:end]: more of a cut line, and maybe its end
+            newline = buffer.find(b"\n", 0, end)
+            if newline < 0:
+                return 0
+            at.skipping = False
+            at.lines += 1
+            end -= newline + 1
+            buffer[:end] = buffer[newline + 1 : newline + 1 + end]
+        start = buffer.rfind(b"\n", 0, end) + 1  # where the last line starts
+        if end - start > _BLOCK:  # that line is longer than a block: cut it there
+            self.lines_cut += 1
+            # Searched as if it ended there (the byte after the cut is not kept).
+            buffer[start + _BLOCK] = _NEWLINE
+            self._region(buffer, start + _BLOCK + 1, at.lines, paths, cut=True)
+            at.lines += count_byte(buffer, _NEWLINE, 0, start)
+            at.skipping = True
+            return 0
+        if done:
+            if end:
+                self._region(buffer, end, at.lines, paths)
+            return 0
+        if start:
+            newlines, counted_to = self._region(buffer, start, at.lines, paths)
+            at.lines += newlines + count_byte(buffer, _NEWLINE, counted_to, start)
+            end -= start
+            buffer[:end] = buffer[start : start + end]
+        return end
 
-    def search_run(self, run: _Run, tree: TreeWalk, prefix: str, seconds: float) -> None:
+    def _region(
+        self,
+        buffer: bytearray,
+        end: int,
+        before: int,
+        paths: tuple[str, str],
+        *,
+        cut: bool = False,
+    ) -> tuple[int, int]:
+        """Search ``buffer[:end]`` as one block (``cut``: its last line is one that was
+        cut); the newlines counted, and up to where."""
+        return self._block(buffer, end, before, paths, cut=cut)
+
+    def search_run(self, run: Run, tree: TreeWalk, prefix: str, seconds: float) -> None:
         """Count or search each file of a run that has been read, in order, until the
         results are full; a file longer than a read is searched by :meth:`search_file`."""
         kinds = run.kinds
@@ -222,6 +317,7 @@ class _Search:
             # No file can match, so none fills the results: count them at once.
             self.files_searched += kinds.count(LEAF_TEXT) + kinds.count(LEAF_SEARCH)
             self.binary_skipped += kinds.count(LEAF_BINARY)
+            self.unreadable += kinds.count(UNREADABLE)
             return
         prefiltered = self.matcher.literal is not None
         files = run.files
@@ -232,6 +328,8 @@ class _Search:
                 self.files_searched += 1
             elif kind == LEAF_BINARY:
                 self.binary_skipped += 1
+            elif kind == UNREADABLE:
+                self.unreadable += 1
             elif kind == LEAF_SEARCH:
                 self.files_searched += 1
                 data = run.kept.get(index)
@@ -245,16 +343,28 @@ class _Search:
                 try:
                     with tree.open_file(tuple(relative.split("/")), shown) as f:
                         self.search_file(f, shown, seconds, _exact_path(prefix, relative))
-                except SandboxError:
-                    continue  # vanished or unreadable meanwhile: not a match
+                except _REPLACED:
+                    continue  # vanished or replaced meanwhile: not a match
+                except SandboxError as exc:
+                    if exc.code in ("ELOOP", "ENOENT"):
+                        continue  # a symlink now, or gone: not a match
+                    self.unreadable += 1  # what it matched before the error stays
 
     def _block(
-        self, data: bytes | bytearray, end: int, before: int, paths: tuple[str, str]
+        self,
+        data: bytes | bytearray,
+        end: int,
+        before: int,
+        paths: tuple[str, str],
+        *,
+        cut: bool = False,
     ) -> tuple[int, int]:
         """Report the matches in the block ``data[:end]`` (``before`` lines precede it)
         as ``path:line:text``, with context lines from the same block; only the
-        lines shown are looked at (the block is never split into lines).  Returns
-        how many newlines it counted, from the block's start up to where."""
+        lines shown are looked at (the block is never split into lines), each
+        decoded only as far as it is shown.  ``cut``: the block's last line is one
+        that was cut (it is marked where shown).  Returns how many newlines it
+        counted, from the block's start up to where."""
         shown_path, exact_path = paths
         context = self.context
         # The block's lines are those of data[:end].split(b"\n"), less a last empty one.
@@ -273,38 +383,46 @@ class _Search:
                 index = counted
                 start = data.rfind(b"\n", 0, hit) + 1
             lo = max(0, index - context)
-            lines: list[bytes | bytearray] = []  # lines lo .. hi - 1
-            cursor = start
-            for _ in range(index - lo):
-                previous = data.rfind(b"\n", 0, cursor - 1) + 1
-                lines.append(data[previous : cursor - 1])
-                cursor = previous
-            lines.reverse()
-            cursor = start
-            for _ in range(context + 1):
-                stop = data.find(b"\n", cursor, end)
-                lines.append(data[cursor : end if stop < 0 else stop])
-                if stop < 0 or stop + 1 >= end:
-                    break  # that was the last line
-                cursor = stop + 1
-            hi = lo + len(lines)
+            shown: list[str] = []  # lines lo .. hi - 1, as shown
+            with memoryview(data) as whole:
+                cursor = start
+                for _ in range(index - lo):
+                    previous = data.rfind(b"\n", 0, cursor - 1) + 1
+                    shown.append(_shown(whole[previous : cursor - 1]))
+                    cursor = previous
+                shown.reverse()
+                cursor = start
+                for _ in range(context + 1):
+                    stop = data.find(b"\n", cursor, end)
+                    last = stop < 0 or stop + 1 >= end
+                    line = whole[cursor : end if stop < 0 else stop]
+                    shown.append(_shown(line, cut=cut and last))
+                    if last:
+                        break  # that was the last line
+                    cursor = stop + 1
+            hi = lo + len(shown)
             if context and self.lines and lo > last_printed + 1:
-                self.lines.append("--")
+                self._say("--")
             for k in range(max(lo, last_printed + 1), hi):
                 mark = ":" if k == index else "-"
-                text = _shown(lines[k - lo])
-                self.lines.append(f"{shown_path}{mark}{before + k + 1}{mark}{text}")
+                self._say(f"{shown_path}{mark}{before + k + 1}{mark}{shown[k - lo]}")
             last_printed = max(last_printed, hi - 1)
+            self.answer_chars += sum(map(len, shown))
             self.matches.append(
                 {
                     "path": exact_path,
                     "line": before + index + 1,
-                    "text": _shown(lines[index - lo]),
-                    "before": [_shown(x) for x in lines[: index - lo]],
-                    "after": [_shown(x) for x in lines[index - lo + 1 :]],
+                    "text": shown[index - lo],
+                    "before": shown[: index - lo],
+                    "after": shown[index - lo + 1 :],
                 }
             )
         return counted, counted_to
+
+    def _say(self, line: str) -> None:
+        """One line of the text answer, counted against the answer's cap."""
+        self.lines.append(line)
+        self.answer_chars += len(line)
 
 
 def grep_files(
@@ -327,31 +445,63 @@ def grep_files(
         except GlobError as exc:
             raise InvalidArgument(f"Invalid glob pattern: {exc}") from None
     search = _Search(matcher, context, maxResults, time.monotonic() + ctx.limits.search_seconds)
+    search.answer_cap = ctx.limits.read_bytes
     target = ctx.sandbox.search_target(path)
+    unreadable_dirs = 0
     if isinstance(target, OpenFile):
         if ctx.wants_progress:
             search.progress = ctx.progress
         with target:
             search.search_file(target, path, ctx.limits.search_seconds)
     else:
-        _walk(ctx, Walker(ctx, path, "grep_files", tree=target), search, name_filter)
-    if search.stopped is None and search.full():
+        walker = Walker(ctx, path, "grep_files", tree=target)
+        _walk(ctx, walker, search, name_filter)
+        unreadable_dirs = len(walker.unreadable)
+    if search.stopped is None and search.answer_chars > search.answer_cap:
+        search.stopped = (
+            f"stopped after {_size(search.answer_cap)} of matching lines; lower context "
+            "or maxResults, or narrow the search"
+        )
+    elif search.stopped is None and search.full():
         search.stopped = (
             f"stopped after {maxResults} matches; raise maxResults or narrow the search"
         )
     text = "\n".join(search.lines) if search.lines else "No matches found"
     if search.stopped:
         text += f"\n[{search.stopped}]"
+    if search.lines_cut:
+        text += f"\n[{_lines_cut(search.lines_cut)}]"
+    if search.unreadable or unreadable_dirs:
+        text += f"\n[{_not_read(search.unreadable, unreadable_dirs)}]"
     return ToolResult(
         text=text,
         structured={
             "matches": search.matches,
             "filesSearched": search.files_searched,
             "binaryFilesSkipped": search.binary_skipped,
-            "complete": search.stopped is None,
+            "unreadableFiles": search.unreadable,
+            "unreadableDirectories": unreadable_dirs,
+            "linesCut": search.lines_cut,
+            "complete": search.stopped is None
+            and not (search.lines_cut or search.unreadable or unreadable_dirs),
             "stoppedReason": search.stopped,
         },
     )
+
+
+def _lines_cut(count: int) -> str:
+    block = _size(_BLOCK)
+    some = "1 line longer than" if count == 1 else f"{count} lines longer than"
+    return f"{some} {block} cut: only the first {block} of each was searched"
+
+
+def _not_read(files: int, directories: int) -> str:
+    parts = []
+    if files:
+        parts.append(f"{files} file{'' if files == 1 else 's'}")
+    if directories:
+        parts.append(f"{directories} director{'y' if directories == 1 else 'ies'}")
+    return " and ".join(parts) + " could not be read"
 
 
 def _shown_path(prefix: str, relative: str) -> str:
@@ -360,177 +510,6 @@ def _shown_path(prefix: str, relative: str) -> str:
 
 def _exact_path(prefix: str, relative: str) -> str:
     return f"{prefix}/{structured_path(relative)}" if prefix != "/" else f"/{relative}"
-
-
-@final
-class _Run:
-    """The files of one directory between two of its subdirectories (``files``:
-    relative path and name, in walk order), read in C by whichever thread claims the
-    run (``claim``), the searching thread or the helper; ``read`` is set once they
-    are, with a kind for each file (``kinds``) and the bytes of each to search
-    (``kept``)."""
-
-    __slots__ = (
-        "claim",
-        "directory",
-        "error",
-        "files",
-        "kept",
-        "kept_bytes",
-        "kinds",
-        "read",
-        "shown",
-    )
-
-    def __init__(
-        self, directory: Directory | None, files: list[tuple[str, str]], shown: str
-    ) -> None:
-        self.directory = directory
-        self.files = files
-        self.shown = shown
-        self.claim = threading.Lock()
-        self.read = threading.Event()
-        self.kinds = b""
-        self.kept: dict[int, bytes] = {}
-        self.kept_bytes = 0
-        self.error: BaseException | None = None
-
-    def read_files(self, batch: LeafBatch, needle: bytes, scanner: Any) -> None:
-        """Read the files (by the thread that claimed the run), then close the directory."""
-        try:
-            if self.directory is None:  # vanished or unreadable: none of its files is there
-                self.kinds = bytes([LEAF_GONE]) * len(self.files)
-                return
-            names = [name for _, name in self.files]
-            parts: list[bytes] = []
-            done = 0
-            while done < len(names):
-                count = self.directory.read_files(
-                    batch,
-                    os.fsencode("\0".join(names[done : done + batch.slots]) + "\0"),
-                    block=_BLOCK,
-                    probe=_BINARY_PROBE,
-                    needle=needle,
-                )
-                kinds = batch.kinds(count)
-                if LEAF_SEARCH in kinds:
-                    kinds = self._keep(batch, kinds, done, scanner)
-                parts.append(kinds)
-                done += count
-            self.kinds = b"".join(parts)
-        except BaseException as exc:  # raised again in the searching thread
-            self.error = exc
-        finally:
-            if self.directory is not None:
-                self.directory.close()
-            self.read.set()
-
-    def _keep(self, batch: LeafBatch, kinds: bytes, done: int, scanner: Any) -> bytes:
-        """Copy out the files of one read that are to be searched: with a ``scanner``
-        (RE2), only those it finds a match in when it searches all of them as one text
-        (each file followed by a newline, so no line joins two files: a file with a
-        match of its own has one there; a match found may be no match of the file's,
-        which its own search then shows)."""
-        spans, view = batch.spans, batch.view
-        chosen = [index for index, kind in enumerate(kinds) if kind == LEAF_SEARCH]
-        if scanner is not None:
-            starts = [spans[2 * index] for index in chosen]
-            last = chosen[-1]
-            text = view[: spans[2 * last] + spans[2 * last + 1] + 1]
-            found: list[int] = []
-            position = 0
-            while (match := scanner.search(text, position)) is not None:
-                at = max(0, bisect.bisect_right(starts, match.start()) - 1)
-                found.append(chosen[at])
-                if at + 1 >= len(chosen):
-                    break
-                position = starts[at + 1]
-            chosen = found
-        later = bytearray(kinds)
-        for index in chosen:
-            start, length = spans[2 * index], spans[2 * index + 1]
-            if self.kept_bytes and self.kept_bytes + length > _RUN_BYTES:
-                later[index] = LEAF_LATER  # bounded memory: read again in its turn
-                continue
-            self.kept[done + index] = bytes(view[start : start + length])
-            self.kept_bytes += length
-        return bytes(later)
-
-
-@final
-class _Reader:
-    """Runs read ahead of the search, in walk order, by one helper thread (started
-    when a second run is waiting) and by the searching thread, which reads a run
-    itself rather than wait.  The helper only reads (C, the GIL released); every
-    directory is opened, and every result searched, in the searching thread, so the
-    answer is the one a single thread gives.  The searching thread marks each wait
-    as a step of the call's watch (the helper never touches the watch)."""
-
-    def __init__(self, tree: TreeWalk, matcher: _Matcher) -> None:
-        self.tree = tree
-        self.needle = matcher.literal or b""
-        self.scanner = matcher.scanner
-        self.pending: collections.deque[_Run] = collections.deque()
-        self._queue: queue.SimpleQueue[_Run | None] = queue.SimpleQueue()
-        self._helper: threading.Thread | None = None
-        self._batch: LeafBatch | None = None
-
-    def submit(self, rel: tuple[str, ...], files: list[tuple[str, str]], shown: str) -> None:
-        try:
-            directory: Directory | None = self.tree.directory(rel, shown)
-        except SandboxError:
-            directory = None
-        run = _Run(directory, files, shown)
-        self.pending.append(run)
-        if len(self.pending) > 1:
-            if self._helper is None:
-                self._helper = threading.Thread(
-                    target=self._help, name="sandboxfs grep reader", daemon=True
-                )
-                self._helper.start()
-            self._queue.put(run)
-
-    def _help(self) -> None:
-        batch = LeafBatch(_BATCH_BYTES, _BATCH_NAMES)
-        while (run := self._queue.get()) is not None:
-            if run.claim.acquire(blocking=False):
-                run.read_files(batch, self.needle, self.scanner)
-
-    def _read_here(self, run: _Run) -> None:
-        if self._batch is None:
-            self._batch = LeafBatch(_BATCH_BYTES, _BATCH_NAMES)
-        with self.tree.ctx.watch.step(run.shown):
-            run.read_files(self._batch, self.needle, self.scanner)
-
-    def next(self) -> _Run:
-        """The oldest run, read."""
-        run = self.pending.popleft()
-        if run.claim.acquire(blocking=False):
-            self._read_here(run)
-        else:
-            for other in reversed(self.pending):  # the helper has it: read a later one
-                if run.read.is_set():
-                    break
-                if other.claim.acquire(blocking=False):
-                    self._read_here(other)
-            with self.tree.ctx.watch.step(run.shown):
-                run.read.wait()
-        if run.error is not None:
-            raise run.error
-        return run
-
-    def close(self) -> None:
-        """Stop the helper; close what was opened and never read (wait for what it reads)."""
-        if self._helper is not None:
-            self._queue.put(None)
-        for run in self.pending:
-            if run.claim.acquire(blocking=False):
-                if run.directory is not None:
-                    run.directory.close()
-            else:
-                with self.tree.ctx.watch.step(run.shown):
-                    run.read.wait()
-        self.pending.clear()
 
 
 def _runs(
@@ -579,11 +558,13 @@ def _runs(
 
 
 def _walk(ctx: CallContext, walker: Walker, search: _Search, name_filter: Glob | None) -> None:
-    """Search the runs of the walk in walk order, each read ahead (:class:`_Reader`)
-    while the walk goes on, at most ``_READ_AHEAD`` runs ahead of the search."""
+    """Search the runs of the walk in walk order, each read ahead
+    (:class:`~sandboxfs.tools.grepahead.Reader`) while the walk goes on, at most
+    ``_READ_AHEAD`` runs ahead of the search."""
     prefix = walker.path.rstrip("/") or "/"
     seconds = ctx.limits.search_seconds
-    reader = _Reader(walker.tree, search.matcher)
+    sizes = ReadSizes(_BLOCK, _BINARY_PROBE, _BATCH_BYTES, _BATCH_NAMES, _RUN_BYTES)
+    reader = Reader(walker.tree, search.matcher.literal or b"", search.matcher.scanner, sizes)
 
     def stop() -> bool:
         return search.full() or search.out_of_time(seconds)
@@ -622,13 +603,16 @@ GREP_FILES = ToolSpec(
     "unless 'regex' is true (RE2 syntax, linear time). 'glob' keeps only files whose name "
     "(or, if the glob has a '/', relative path) matches. Binary files are skipped; symlinks "
     "are never followed. Stops early, and says so, at maxResults matches, at 100,000 "
-    "visited entries, or after the server's time limit. Only searches within allowed "
+    "visited entries, after the server's time limit, or when the matching lines reach the "
+    "server's read limit. A line longer than 4 MiB is searched only in its first 4 MiB and "
+    "shown ending in '[line cut at 4 MiB]'; files and directories that cannot be read are "
+    "skipped and counted ('[N files could not be read]'). Only searches within allowed "
     "directories.",
     params=(
         Param(
             "pattern",
             {"type": "string", "minLength": 1},
-            "Text (or RE2 regex) to find.",
+            "Text (or RE2 regex) to find (at most 65,536 characters).",
             required=True,
         ),
         Param(

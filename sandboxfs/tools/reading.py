@@ -4,10 +4,10 @@ read_multiple_files.  Reads stream: head/tail never load more than they return."
 from __future__ import annotations
 
 import base64
-import os
 from typing import Final
 
-from sandboxfs.core.errors import InvalidArgument, LimitExceeded, SandboxError
+from sandboxfs.core.errors import QUOTED_CHARS, InvalidArgument, LimitExceeded, SandboxError
+from sandboxfs.core.pathnames import MAX_PATH_BYTES
 from sandboxfs.fs.files import OpenFile
 from sandboxfs.fs.revisions import content_revision
 from sandboxfs.tools.format import display_base, file_uri
@@ -75,7 +75,7 @@ def tail_bytes(f: OpenFile, lines: int, cap: int) -> bytes:
     seen = 0
     while end > 0:
         begin = max(0, end - _CHUNK)
-        chunk = os.pread(f.fd, end - begin, begin)
+        chunk = f.file.pread(end - begin, begin)
         if not chunk:
             break
         scan_end = len(chunk)
@@ -142,16 +142,22 @@ def window_lines(f: OpenFile, offset: int, limit: int | None, cap: int) -> tuple
     window: list[bytes] = []
     held = 0
     number = 0  # lines completed so far
-    partial = b""
+    partial = bytearray()  # the unfinished line, grown in place (never copied whole)
     while chunk := f.file.read(_CHUNK):
-        pieces = (partial + chunk).split(b"\n")
-        partial = pieces.pop()
+        if b"\n" in chunk:
+            pieces = chunk.split(b"\n")
+            if partial:
+                pieces[0] = bytes(partial) + pieces[0]
+            partial = bytearray(pieces.pop())
+        else:
+            pieces = []
+            partial += chunk
         pending = number + len(pieces) + 1  # the number of the unfinished line
         if offset <= pending and (end is None or pending < end):
             if len(partial) > cap:
                 raise LimitExceeded(f"Line {pending} is larger than {_mib(cap)}")
         elif partial:
-            partial = b"-"  # outside the window: only its existence matters
+            partial = bytearray(b"-")  # outside the window: only its existence matters
         first = number + 1
         number += len(pieces)
         if number >= offset and (end is None or first < end):
@@ -167,7 +173,7 @@ def window_lines(f: OpenFile, offset: int, limit: int | None, cap: int) -> tuple
     if partial:
         number += 1
         if number >= offset and (end is None or number < end):
-            window.append(partial)
+            window.append(bytes(partial))
     return window, number
 
 
@@ -261,13 +267,23 @@ def read_multiple_files(ctx: CallContext, /, paths: list[str]) -> ToolResult:
                 data = whole_bytes(f, min(budget, ctx.limits.read_bytes), path, _progress(ctx))
             budget -= len(data)
         except SandboxError as exc:
-            parts.append(f"{path}: Error - {exc}")
-            files.append({"path": path, "error": {"code": exc.code, "message": str(exc)}})
+            named = _named(path)
+            parts.append(f"{named}: Error - {exc}")
+            files.append({"path": named, "error": {"code": exc.code, "message": str(exc)}})
             continue
         text = decode(data)
         parts.append(f"{path}:\n{text}\n")
         files.append({"path": path, "content": text, "revision": content_revision(data)})
     return ToolResult(text="\n---\n".join(parts), structured={"files": files})
+
+
+def _named(path: str) -> str:
+    """A path as an error line names it: as given, or, when it is longer than any path
+    can be (and so was refused), its start and its length: an answer never repeats
+    megabytes of a client's argument."""
+    if len(path) <= MAX_PATH_BYTES:
+        return path
+    return f"{path[:QUOTED_CHARS]}… ({len(path)} characters)"
 
 
 _HEAD = Param(

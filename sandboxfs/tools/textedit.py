@@ -20,6 +20,13 @@ Rules (the tool contract):
 Invariant (see fuzz/fuzz_textedit.py): :func:`apply_edits` returns a string or
 raises :class:`EditError`, never anything else.
 
+Bounded whatever the input's shape: the whole-line match is one linear search (each
+distinct line of oldText is one character, every other file line another), the
+search for the closest lines of a miss does a bounded amount of work, and a miss
+quotes at most :data:`_QUOTED_LINES` lines of at most :data:`_QUOTED_CHARS`
+characters each: an oldText of millions of lines, or of one huge line, costs time
+linear in the file and oldText, and an answer of a few KiB.
+
 :func:`exact_edits_on_bytes` is the fast path for large files: when every edit is
 an exact match it gives, without decoding the file, the bytes that
 :func:`apply_edits` would (file text decoded with ``surrogateescape``).
@@ -44,6 +51,14 @@ WHITESPACE: Final = (
 _QUOTE_LINES: Final = 3
 #: Lines compared when hunting for the closest match on a large file.
 _CLOSEST_SCAN_LIMIT: Final = 200_000
+#: Votes counted when hunting for the closest window (each a line of oldText equal to
+#: a line of the file): the hunt is a hint, its work is bounded.
+_CLOSEST_VOTES: Final = 1_000_000
+#: Characters of a line compared by similarity when no line is equal.
+_SIMILAR_CHARS: Final = 1000
+#: Most lines, and most characters of each, a no-match message quotes.
+_QUOTED_LINES: Final = 20
+_QUOTED_CHARS: Final = 500
 
 
 @final
@@ -124,16 +139,28 @@ def _reindent(
 
 
 def _match_lines(file_lines: list[str], old_lines: list[str]) -> int | None:
-    """Index of the first window of whole lines equal to ``old_lines`` after trimming."""
-    wanted = [line.strip(WHITESPACE) for line in old_lines]
-    span = len(wanted)
-    first = wanted[0]
-    for i in range(len(file_lines) - span + 1):
-        if file_lines[i].strip(WHITESPACE) != first:
-            continue
-        if all(file_lines[i + j].strip(WHITESPACE) == wanted[j] for j in range(1, span)):
-            return i
-    return None
+    """Index of the first window of whole lines equal to ``old_lines`` after trimming.
+
+    One search in linear time: each distinct trimmed line of oldText becomes one
+    character, every other line of the file the character U+0000, and the window is
+    where the one string occurs in the other.  (A window-by-window comparison took
+    time proportional to the file's lines times oldText's.)  An oldText with more
+    distinct lines than there are such characters matches nowhere this way."""
+    codes: dict[str, str] = {}
+    for line in old_lines:
+        trimmed = line.strip(WHITESPACE)
+        if trimmed not in codes:
+            number = len(codes) + 1
+            if number >= 0xD800:  # no surrogate: the code points after them
+                number += 0x800
+            if number > 0x10FFFF:
+                return None
+            codes[trimmed] = chr(number)
+    needle = "".join(codes[line.strip(WHITESPACE)] for line in old_lines)
+    other = "\0"
+    hay = "".join(codes.get(line.strip(WHITESPACE), other) for line in file_lines)
+    at = hay.find(needle)
+    return None if at < 0 else at
 
 
 def _apply_one(text: str, edit: Edit) -> str | None:
@@ -226,8 +253,17 @@ def _apply_strict(text: str, edit: Edit, *, replace_all: bool) -> str | None:
     return text.replace(edit.old, edit.new) if replace_all else text.replace(edit.old, edit.new, 1)
 
 
+def _cut(line: str) -> str:
+    """A line as a message quotes it: at most :data:`_QUOTED_CHARS` characters."""
+    if len(line) <= _QUOTED_CHARS:
+        return line
+    return f"{line[:_QUOTED_CHARS]}… ({len(line)} characters)"
+
+
 def _quote(line: str) -> str:
-    return json.dumps(line, ensure_ascii=False)
+    if len(line) <= _QUOTED_CHARS:
+        return json.dumps(line, ensure_ascii=False)
+    return f"{json.dumps(line[:_QUOTED_CHARS], ensure_ascii=False)}… ({len(line)} characters)"
 
 
 def _closest(file_lines: list[str], old_lines: list[str]) -> tuple[int, int] | None:
@@ -235,38 +271,56 @@ def _closest(file_lines: list[str], old_lines: list[str]) -> tuple[int, int] | N
     else the line most similar to oldText's first non-blank line."""
     wanted = [line.strip(WHITESPACE) for line in old_lines]
     stripped = [line.strip(WHITESPACE) for line in file_lines[:_CLOSEST_SCAN_LIMIT]]
-    positions: dict[str, list[int]] = {}
-    for index, line in enumerate(stripped):
-        if line:
-            positions.setdefault(line, []).append(index)
-    votes: dict[int, int] = {}
-    for j, line in enumerate(wanted):
-        for index in positions.get(line, ()):
-            start = index - j
-            if 0 <= start <= len(stripped) - 1:
-                votes[start] = votes.get(start, 0) + 1
+    votes = _votes(stripped, wanted)
     if votes:
         start = max(votes, key=lambda s: (votes[s], -s))
         return start, votes[start]
     probe = next((w for w in wanted if w), "")
     if not probe:
         return None
+    best = _most_similar(stripped, probe)
+    if best is None:
+        return None
+    return max(0, best - wanted.index(probe)), 0
+
+
+def _votes(stripped: list[str], wanted: list[str]) -> dict[int, int]:
+    """For each start of a window, how many of its lines equal oldText's (trimmed),
+    counting at most :data:`_CLOSEST_VOTES` equalities: a hint, at a bounded cost."""
+    positions: dict[str, list[int]] = {}
+    for index, line in enumerate(stripped):
+        if line:
+            positions.setdefault(line, []).append(index)
+    votes: dict[int, int] = {}
+    budget = _CLOSEST_VOTES
+    for j, line in enumerate(wanted):
+        found = positions.get(line, ())
+        budget -= len(found)
+        if budget < 0:
+            break  # enough to point at the closest lines; more is work for nothing
+        for index in found:
+            start = index - j
+            if 0 <= start <= len(stripped) - 1:
+                votes[start] = votes.get(start, 0) + 1
+    return votes
+
+
+def _most_similar(stripped: list[str], probe: str) -> int | None:
+    """The index of the line most similar to ``probe`` (ratio at least 0.5), comparing
+    the first :data:`_SIMILAR_CHARS` characters of each; None if none is."""
     matcher = difflib.SequenceMatcher(autojunk=False)
-    matcher.set_seq2(probe)
+    matcher.set_seq2(probe[:_SIMILAR_CHARS])
     best: tuple[float, int] | None = None
     for index, line in enumerate(stripped):
         if not line:
             continue
-        matcher.set_seq1(line)
+        matcher.set_seq1(line[:_SIMILAR_CHARS])
         if matcher.real_quick_ratio() < 0.5 or matcher.quick_ratio() < 0.5:
             continue
         ratio = matcher.ratio()
         if ratio >= 0.5 and (best is None or ratio > best[0]):
             best = (ratio, index)
-    if best is None:
-        return None
-    j = wanted.index(probe)
-    return max(0, best[1] - j), 0
+    return None if best is None else best[1]
 
 
 def describe_miss(text: str, edit: Edit, number: int, total: int, *, strict: bool) -> str:
@@ -282,7 +336,7 @@ def describe_miss(text: str, edit: Edit, number: int, total: int, *, strict: boo
             )
     old_lf = edit.old.replace("\r\n", "\n")
     old_lines = old_lf.split("\n")
-    preview = "\n".join(f"  {line}" for line in old_lines[:5])
+    preview = "\n".join(f"  {_cut(line)}" for line in old_lines[:5])
     if len(old_lines) > 5:
         preview += f"\n  ... ({len(old_lines) - 5} more lines)"
     parts = [head, "oldText:", preview]
@@ -294,9 +348,10 @@ def describe_miss(text: str, edit: Edit, number: int, total: int, *, strict: boo
     start, _ = found
     lo = max(0, start - 1)
     hi = min(len(file_lines), start + len(old_lines) + 1, lo + len(old_lines) + _QUOTE_LINES + 2)
+    hi = min(hi, lo + _QUOTED_LINES)
     width = len(str(hi))
     parts.append(f"Closest lines in the file (lines {lo + 1}-{hi}):")
-    parts.extend(f"{str(n + 1).rjust(width)}| {file_lines[n]}" for n in range(lo, hi))
+    parts.extend(f"{str(n + 1).rjust(width)}| {_cut(file_lines[n])}" for n in range(lo, hi))
     for j, wanted in enumerate(old_lines):
         index = start + j
         have = file_lines[index] if index < len(file_lines) else None

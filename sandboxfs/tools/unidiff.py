@@ -15,6 +15,12 @@ always carry both counts; a side whose last line has no newline gets
 by comparing blocks of characters, and only the changed lines (with their
 context) are split and diffed, so one change in a large file costs little
 more than two memory comparisons of it.
+
+Bounded whatever the file's shape: changed lines (with their context) that span
+more than :data:`DIFF_REGION` bytes on either side (one edit in a 30 MiB line, a
+replacement of most of a large file) are not decoded nor diffed; the diff says
+which lines changed and how much, in one line after its header.  Splitting and
+diffing them would cost many times the file in memory for a diff no one reads.
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ from collections.abc import Iterator
 from typing import Final
 
 CONTEXT: Final = 4
+#: Most bytes of changed lines and their context (either side) a diff shows.
+DIFF_REGION: Final = 4 * 1024 * 1024
 #: Characters compared at once while looking for the common prefix and suffix.
 _BLOCK: Final = 1 << 16
 _NO_NEWLINE: Final = "\\ No newline at end of file"
@@ -169,19 +177,41 @@ def unified_diff(old: bytes, new: bytes, name: str) -> str:
     old_end = _context_end(old, len(old) - suffix, CONTEXT)
     new_end = old_end - len(old) + len(new)
     skipped = old.count(b"\n", 0, start)
+    if max(old_end, new_end) - start > DIFF_REGION:
+        return _summary(old, new, name, (start, old_end, new_end), skipped)
     a = _lines(shown(old[start:old_end]))
     b = _lines(shown(new[start:new_end]))
     return render_diff(a, b, name, skipped)
 
 
+def _header(name: str) -> list[str]:
+    return [f"Index: {name}", "=" * 67, f"--- {name}\toriginal", f"+++ {name}\tmodified"]
+
+
+def _summary(old: bytes, new: bytes, name: str, region: tuple[int, int, int], skipped: int) -> str:
+    """A diff too large to show: its header and one line saying what changed (the
+    lines of the region, counted, never split)."""
+    start, old_end, new_end = region
+
+    def span(data: bytes, end: int) -> str:
+        lines = data.count(b"\n", start, end) + (end > start and data[end - 1] != 0x0A)
+        first = skipped + 1
+        return f"lines {first}-{skipped + lines}" if lines > 1 else f"line {first}"
+
+    def size(n: int) -> str:
+        return f"{n / (1024 * 1024):.1f} MiB"
+
+    note = (
+        f"[diff not shown: {span(old, old_end)} ({size(old_end - start)}) became "
+        f"{span(new, new_end)} ({size(new_end - start)}), more than the "
+        f"{DIFF_REGION // (1024 * 1024)} MiB a diff shows]"
+    )
+    return "\n".join([*_header(name), note]) + "\n"
+
+
 def render_diff(a: list[str], b: list[str], name: str, skipped: int = 0) -> str:
     """The diff of two line lists that follow ``skipped`` identical lines."""
-    out = [
-        f"Index: {name}",
-        "=" * 67,
-        f"--- {name}\toriginal",
-        f"+++ {name}\tmodified",
-    ]
+    out = _header(name)
     for group in _grouped(_opcodes(a, b), CONTEXT):
         i1, i2 = group[0][1], group[-1][2]
         j1, j2 = group[0][3], group[-1][4]

@@ -4,7 +4,9 @@ Walks go through directory descriptors, reopening each directory beneath its
 allowed directory and never following a symlink.  They are bounded: each
 directory read is one timed step, at most ``walk_entries`` entries are visited
 (excluded entries do not count, and are never read), and at most
-``tree_depth`` levels are descended.
+``tree_depth`` levels are descended.  A subdirectory that cannot be read (its
+permissions, gone or replaced meanwhile, an I/O error) is noted with its code and
+the walk goes on; only the start directory's failure is the call's.
 """
 
 from __future__ import annotations
@@ -12,13 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Final
 
-from sandboxfs.core.errors import (
-    InvalidArgument,
-    LimitExceeded,
-    NotADirectory,
-    NotFound,
-    PermissionDenied,
-)
+from sandboxfs.core.errors import InvalidArgument, LimitExceeded, SandboxError
 from sandboxfs.core.globs import Glob, GlobError, compile_glob
 from sandboxfs.core.names import quote_name, quote_names, structured_names, structured_path
 from sandboxfs.fs.entries import Entry
@@ -85,7 +81,7 @@ class Walker:
             )
         try:
             entries = self.tree.children(rel, self.display(rel))
-        except (PermissionDenied, NotFound, NotADirectory) as exc:
+        except SandboxError as exc:  # EACCES, gone, replaced, EIO: noted, the walk goes on
             if not rel:
                 raise
             self.unreadable.append((self.display(rel), exc.code))

@@ -26,8 +26,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-from sandboxfs.session.metrics import OUTCOMES, REASONS, UNKNOWN_TOOL
-from sandboxfs.tools import served_tools
+from sandboxfs.session.metrics import OUTCOMES, REASONS, UNKNOWN_TOOL, known_tools
 from sandboxfs.transports.metrics import (
     DURATION_BUCKETS,
     METRICS_PATH,
@@ -172,9 +171,7 @@ class WorkerFamilies(Collector):
     def __init__(self, texts: dict[str, bytes | None]) -> None:
         self.texts = texts
         self.allowed = {
-            "tool": frozenset(
-                {*(s.name for s in served_tools(read_only=False, workspaces=True)), UNKNOWN_TOOL}
-            ),
+            "tool": frozenset({*known_tools(), UNKNOWN_TOOL}),
             "outcome": frozenset(OUTCOMES),
             "reason": frozenset(REASONS),
             "le": frozenset({*map(_go_float, DURATION_BUCKETS), "+Inf"}),
