@@ -13,10 +13,11 @@ import trio
 from sandboxfs.fs.approval import Ask, Gate
 from sandboxfs.fs.journalstore import JournalStore
 from sandboxfs.fs.recording import Recording
+from sandboxfs.session import era as eras
 from sandboxfs.session.approval import Asking, ModernAsk, legacy_ask
 from sandboxfs.session.auditlog import PATH_ARGUMENTS
 from sandboxfs.session.effects import Caller
-from sandboxfs.session.jsonrpc import CLIENT_CAPABILITIES_META_KEY, MODERN_VERSIONS
+from sandboxfs.session.jsonrpc import CLIENT_CAPABILITIES_META_KEY
 from sandboxfs.tools import ToolSpec
 
 if TYPE_CHECKING:
@@ -48,7 +49,7 @@ def call_gate(
     rules = server.options.ask
     if rules is None or not rules.active or spec.annotations.read_only:
         return None
-    if caller.protocol_version in MODERN_VERSIONS:
+    if eras.of_version(caller.protocol_version) == "2026":
         params = asking.params if asking is not None else {}
         meta = params.get("_meta")
         caps = meta.get(CLIENT_CAPABILITIES_META_KEY) if isinstance(meta, dict) else None

@@ -9,8 +9,12 @@ and what the work it asked for came to (:meth:`Session.completed`,
 :class:`OpenRoots` or :class:`KeepRoots` the client sent, :class:`Close` the
 connection.
 
-What it owns: the era of the connection (2025 ``initialize`` or 2026-07-28
-stateless requests with their envelope), the handshake and capabilities, every
+Its state is one :class:`State`, moved only through :data:`TRANSITIONS` (h11's model:
+one enumerated state, one table of moves; a move the table lacks is a bug, answered
+-32603). The era follows from the state; which era a message speaks is decided by
+:mod:`sandboxfs.session.era`.
+
+What it owns: the handshake, every
 method sandboxfs serves and the errors for the rest, when the client's Roots are
 asked for (the questions themselves, their answers and the calls that wait for
 them are :mod:`sandboxfs.session.clientroots`), the requests in flight and their
@@ -26,11 +30,14 @@ wait for the Roots longer than ``ROOTS_FETCH_TIMEOUT``.
 
 from __future__ import annotations
 
+import enum
 import itertools
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final, Literal, final
+from typing import Any, Final, final
 
+from sandboxfs.session import era as eras
 from sandboxfs.session.clientroots import ClientRoots
 from sandboxfs.session.effects import (
     Call,
@@ -48,12 +55,11 @@ from sandboxfs.session.envelope import (
     finish_legacy,
     finish_modern,
     invalid_params,
-    is_modern,
     progress_token,
     unsupported_version,
 )
+from sandboxfs.session.era import Era
 from sandboxfs.session.jsonrpc import (
-    HANDSHAKE_VERSIONS,
     INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
@@ -66,34 +72,8 @@ from sandboxfs.session.jsonrpc import (
 
 log = logging.getLogger("sandboxfs")
 
-Era = Literal["2025", "2026"]
 JSON = dict[str, Any]
 
-#: The version a 2025-era client gets when it asks for one that is not served.
-LATEST_HANDSHAKE_VERSION: Final = HANDSHAKE_VERSIONS[-1]
-#: Requests each era serves, besides what is refused before the handshake.
-METHODS_2025: Final = frozenset(
-    {
-        "initialize",
-        "ping",
-        "tools/list",
-        "tools/call",
-        "resources/list",
-        "resources/templates/list",
-        "resources/read",
-        "logging/setLevel",
-    }
-)
-METHODS_2026: Final = frozenset(
-    {
-        "server/discover",
-        "tools/list",
-        "tools/call",
-        "resources/list",
-        "resources/templates/list",
-        "resources/read",
-    }
-)
 #: Methods whose work runs outside the session (the transport's driver runs them).
 CALLS: Final = frozenset({"tools/call", "resources/read"})
 
@@ -102,6 +82,73 @@ NO_DIRECTORIES_NO_ROOTS: Final = (
     "directories and the client does not support MCP Roots. Either start the server with "
     "directory arguments, or use a client that provides Roots."
 )
+
+
+# -- the state machine ------------------------------------------------------------------
+
+
+class State(enum.Enum):
+    """Where a session is in its life: the one fact every rule of the protocol reads."""
+
+    #: stdio, nothing received yet: the first request decides the era.
+    FRESH = "fresh"
+    #: 2025 era before ``initialize``: only ``ping`` and ``initialize`` are served.
+    HANDSHAKE = "handshake"
+    #: 2025 era after ``initialize`` (an HTTP request of the 2025 era starts here).
+    READY = "ready"
+    #: 2026-07-28 era: every request stands on its own envelope.
+    STATELESS = "stateless"
+    #: Refused at the handshake (no directories and no Roots): nothing more is answered.
+    CLOSED = "closed"
+
+
+class Event(enum.Enum):
+    """What moves a session from one state to another."""
+
+    #: The first request carries no 2026-07-28 envelope (or is ``initialize``).
+    FIRST_LEGACY = "first request, 2025 era"
+    #: The first request carries the 2026-07-28 envelope.
+    FIRST_MODERN = "first request, 2026-07-28 era"
+    #: An ``initialize`` was answered (a second one renegotiates).
+    INITIALIZED = "initialize answered"
+    #: An ``initialize`` was refused: the connection closes.
+    REFUSED = "initialize refused"
+
+
+#: Every move a session can make; anything else is a bug, answered -32603.
+TRANSITIONS: Final[Mapping[tuple[State, Event], State]] = {
+    (State.FRESH, Event.FIRST_LEGACY): State.HANDSHAKE,
+    (State.FRESH, Event.FIRST_MODERN): State.STATELESS,
+    (State.HANDSHAKE, Event.INITIALIZED): State.READY,
+    (State.READY, Event.INITIALIZED): State.READY,
+    (State.HANDSHAKE, Event.REFUSED): State.CLOSED,
+    (State.READY, Event.REFUSED): State.CLOSED,
+}
+
+#: The era each state speaks (None: not decided yet).
+ERA_OF: Final[Mapping[State, Era | None]] = {
+    State.FRESH: None,
+    State.HANDSHAKE: "2025",
+    State.READY: "2025",
+    State.STATELESS: "2026",
+    State.CLOSED: "2025",
+}
+
+
+def starting_state(era: Era | None, *, http: bool) -> State:
+    """A stdio connection starts FRESH; an HTTP request comes with its era (from its
+    header) and has no handshake gate."""
+    if era is None:
+        if http:
+            raise ValueError("an HTTP request's session is given its era")
+        return State.FRESH
+    if not http:
+        raise ValueError("a stdio connection's era is decided by its first request")
+    return State.READY if era == "2025" else State.STATELESS
+
+
+class StateError(RuntimeError):
+    """A move the transition table does not have (a bug in the session, never input)."""
 
 
 # -- configuration ----------------------------------------------------------------------
@@ -126,16 +173,6 @@ class SessionConfig:
     http: bool = False
 
 
-def capabilities(era: Era) -> JSON:
-    caps: JSON = {
-        "resources": {"listChanged": False, "subscribe": False},
-        "tools": {"listChanged": False},
-    }
-    if era == "2025":
-        caps["logging"] = {}
-    return caps
-
-
 @dataclass
 class _InFlight:
     request_id: Any
@@ -153,13 +190,15 @@ class Session:
         self, config: SessionConfig, *, era: Era | None = None, version: str | None = None
     ) -> None:
         self.config = config
-        #: Decided by the first request on stdio; given per request over HTTP.
-        self.era: Era | None = era
+        #: The protocol's state: moved only by :meth:`_move`, through :data:`TRANSITIONS`.
+        self.state = starting_state(era, http=config.http)
+        #: The version negotiated (2025 era) or given with the request (HTTP).
         self.version: str | None = version
-        self.initialized = config.http  # HTTP has no handshake gate
         self.client: str | None = None
         self.peer: str | None = None
-        self.closed = False
+        #: The client's side, kept apart from the protocol's state as h11 keeps "their"
+        #: side: once the input has ended nothing more is asked of the client, while the
+        #: calls in flight are still answered in the era of the state.
         self.input_over = False
         self._keys = itertools.count(1)
         self._told_no_roots_capability = False
@@ -167,7 +206,23 @@ class Session:
         self._roots = ClientRoots()
         self._greeted_without_roots = False
 
+    def _move(self, event: Event) -> None:
+        try:
+            self.state = TRANSITIONS[self.state, event]
+        except KeyError:
+            raise StateError(f"no move from {self.state.name} on {event.value}") from None
+
     # -- what the transport asks ------------------------------------------------------------
+
+    @property
+    def era(self) -> Era | None:
+        """The era the session speaks: decided by the first request on stdio, given per
+        request over HTTP, and never changed afterwards."""
+        return ERA_OF[self.state]
+
+    @property
+    def closed(self) -> bool:
+        return self.state is State.CLOSED
 
     @property
     def busy(self) -> bool:
@@ -231,10 +286,11 @@ class Session:
     # -- requests ---------------------------------------------------------------------------
 
     def _request(self, request_id: Any, method: str, params: JSON | None) -> list[Effect]:
-        if self.closed:
+        if self.state is State.CLOSED:
             return []
-        if self.era is None:  # the first request decides a stdio connection's era
-            self.era = "2026" if method != "initialize" and is_modern(params) else "2025"
+        if self.state is State.FRESH:  # the first request decides a stdio connection's era
+            first = eras.of_first_request(method, params)
+            self._move(Event.FIRST_LEGACY if first == "2025" else Event.FIRST_MODERN)
         try:
             if self.era == "2025":
                 return self._legacy(request_id, method, params)
@@ -243,24 +299,26 @@ class Session:
             return [Send(error_message(request_id, exc.code, exc.message, exc.data))]
 
     def _legacy(self, request_id: Any, method: str, params: JSON | None) -> list[Effect]:
-        if method != "initialize" and is_modern(params) and not self.config.http:
+        if method != "initialize" and eras.is_modern(params) and not self.config.http:
             raise ProtocolError(
                 INVALID_REQUEST,
                 "this connection serves the handshake protocol era; requests carrying the "
                 "2026-07-28 envelope are not accepted on it",
             )
-        if method not in METHODS_2025:
+        if method not in eras.METHODS["2025"]:
             raise _not_found(method)
         check_request_params(method, params)
         if method == "initialize":
             return self._initialize(request_id, params or {})
         if method == "ping":
             return [Send(_result(request_id, {}))]
-        if not self.initialized:
+        if self.state is not State.READY:
             raise invalid_params()
         if method == "logging/setLevel":
             return [Send(_result(request_id, {}))]
-        return self._serve(request_id, method, params, self.version or LATEST_HANDSHAKE_VERSION)
+        return self._serve(
+            request_id, method, params, self.version or eras.LATEST_HANDSHAKE_VERSION
+        )
 
     def _modern(self, request_id: Any, method: str, params: JSON | None) -> list[Effect]:
         if method == "initialize" and not self.config.http:
@@ -270,7 +328,7 @@ class Session:
                 "connection is serving the 2026-07-28 protocol; the initialize handshake is "
                 "not accepted",
             )
-        if method not in METHODS_2026:
+        if method not in eras.METHODS["2026"]:
             raise _not_found(method)
         meta = check_envelope(params)
         check_request_params(method, params)
@@ -308,23 +366,23 @@ class Session:
 
     def _initialize(self, request_id: Any, params: JSON) -> list[Effect]:
         requested = params["protocolVersion"]
-        self.version = requested if requested in HANDSHAKE_VERSIONS else LATEST_HANDSHAKE_VERSION
+        self.version = eras.negotiated(requested)
         self.client = params["clientInfo"]["name"]
         declared = isinstance(params["capabilities"].get("roots"), dict)
         config = self.config
         if config.roots and not declared and not config.has_directories:
             log.error("Error: %s", NO_DIRECTORIES_NO_ROOTS)
-            self.closed = True
+            self._move(Event.REFUSED)
             return [
                 Send(error_message(request_id, INVALID_PARAMS, NO_DIRECTORIES_NO_ROOTS)),
                 Close(1),
             ]
         self._roots.declared = declared and config.roots
         self._roots.fetched = False  # a new handshake asks again, once initialized
-        self.initialized = True
+        self._move(Event.INITIALIZED)
         result = {
             "protocolVersion": self.version,
-            "capabilities": capabilities("2025"),
+            "capabilities": eras.capabilities("2025"),
             "serverInfo": dict(config.server_info),
             "instructions": config.instructions,
         }
@@ -333,7 +391,7 @@ class Session:
     def _discovery(self) -> JSON:
         return {
             "supportedVersions": list(SUPPORTED_VERSIONS),
-            "capabilities": capabilities("2026"),
+            "capabilities": eras.capabilities("2026"),
             "instructions": self.config.instructions,
         }
 
@@ -349,11 +407,13 @@ class Session:
     def _notification(self, method: str, params: JSON | None) -> list[Effect]:
         if method == "notifications/cancelled":
             return self._cancelled(params or {})
-        if self.era != "2025" or self.config.http or not self.config.roots or self.closed:
-            return []  # 2026-07-28 (and HTTP) know only cancellation
+        if self.config.http or not self.config.roots:
+            return []  # HTTP knows only cancellation
+        if self.state not in (State.HANDSHAKE, State.READY):
+            return []  # nor does 2026-07-28; a closed connection hears nothing
         if method == "notifications/initialized":
             return self._initialized()
-        if method == "notifications/roots/list_changed" and self.initialized:
+        if method == "notifications/roots/list_changed" and self.state is State.READY:
             return self._roots_changed()
         return []
 
@@ -369,7 +429,7 @@ class Session:
         return [] if self.input_over else self._roots.fetch()
 
     def _initialized(self) -> list[Effect]:
-        if not self.initialized:
+        if self.state is not State.READY:
             return []
         roots = self._roots
         if roots.declared:

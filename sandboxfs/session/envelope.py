@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
+from sandboxfs.session import era as eras
 from sandboxfs.session.jsonrpc import (
     CLIENT_CAPABILITIES_META_KEY,
     CLIENT_INFO_META_KEY,
     INVALID_PARAMS,
-    MODERN_VERSIONS,
     PROTOCOL_VERSION_META_KEY,
     SERVER_INFO_META_KEY,
     SUPPORTED_VERSIONS,
@@ -57,13 +57,6 @@ def meta_of(params: Mapping[str, Any] | None) -> Any:
     return params.get("_meta") if params is not None else None
 
 
-def is_modern(params: Mapping[str, Any] | None) -> bool:
-    """Whether a request carries the 2026-07-28 envelope (its protocol version key): what
-    decides the era of a stdio connection at its first request."""
-    meta = meta_of(params)
-    return isinstance(meta, dict) and PROTOCOL_VERSION_META_KEY in meta
-
-
 def unsupported_version(
     requested: Any, message: str = "Unsupported protocol version"
 ) -> ProtocolError:
@@ -94,7 +87,7 @@ def check_envelope(params: Mapping[str, Any] | None) -> dict[str, Any]:
     version = meta[PROTOCOL_VERSION_META_KEY]
     if not isinstance(version, str):
         raise ProtocolError(INVALID_PARAMS, "the protocol-version envelope value must be a string")
-    if version not in MODERN_VERSIONS:
+    if eras.of_version(version) != "2026":
         raise unsupported_version(version)
     info = meta.get(CLIENT_INFO_META_KEY)
     if not isinstance(meta[CLIENT_CAPABILITIES_META_KEY], dict):

@@ -33,6 +33,7 @@ from sandboxfs.fs.journals import Journals
 from sandboxfs.fs.limits import Limits
 from sandboxfs.fs.revisions import RevisionCache
 from sandboxfs.fs.sandbox import Sandbox
+from sandboxfs.session import era as eras
 from sandboxfs.session.access import AccessControl, Effective
 from sandboxfs.session.approval import ApprovalRequired, Asking, Sealer
 from sandboxfs.session.argcheck import compile_schema
@@ -43,7 +44,6 @@ from sandboxfs.session.core import SessionConfig
 from sandboxfs.session.effects import Caller
 from sandboxfs.session.jsonrpc import (
     INVALID_PARAMS,
-    MODERN_VERSIONS,
     ProtocolError,
     clean_json_text,
 )
@@ -398,7 +398,7 @@ class SandboxfsServer:
         self.options.audit.record(
             tool=name,
             arguments=arguments,
-            era="2026" if caller.protocol_version in MODERN_VERSIONS else "2025",
+            era=eras.of_version(caller.protocol_version) or "2025",
             protocol=caller.protocol_version,
             client=caller.client,
             peer=caller.peer,
@@ -426,7 +426,7 @@ class SandboxfsServer:
             )
         effective = self.access.current
         if effective.allow.empty and spec.name != "list_allowed_directories":
-            modern = caller.protocol_version in MODERN_VERSIONS
+            modern = eras.of_version(caller.protocol_version) == "2026"
             message = (
                 _NO_DIRECTORIES_2026
                 if modern and self.access.cli.empty
@@ -437,7 +437,7 @@ class SandboxfsServer:
         sandbox = self.sandbox(effective)
         allowed = tuple(effective.allow.display())
         # The Roots note matters only to a client that has Roots (2025 era, stdio).
-        notes = self.access.notes if caller.protocol_version not in MODERN_VERSIONS else ()
+        notes = self.access.notes if eras.of_version(caller.protocol_version) != "2026" else ()
         notes += self.access.policy_notes  # what each directory's policy allows, in every era
 
         gate = call_gate(self, spec, arguments, caller, asking)

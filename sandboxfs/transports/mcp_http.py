@@ -34,16 +34,16 @@ from typing import Any, Final, final
 import trio
 
 from sandboxfs.core.errors import SandboxError
+from sandboxfs.session import era as eras
 from sandboxfs.session.approval import Answers
-from sandboxfs.session.core import Era, Session
+from sandboxfs.session.core import Session
 from sandboxfs.session.driver import Driver
 from sandboxfs.session.envelope import unsupported_version
+from sandboxfs.session.era import Era
 from sandboxfs.session.jsonrpc import (
-    HANDSHAKE_VERSIONS,
     HEADER_MISMATCH,
     INTERNAL_ERROR,
     INVALID_REQUEST,
-    MODERN_VERSIONS,
     PARSE_ERROR,
     PROTOCOL_VERSION_META_KEY,
     error_message,
@@ -452,9 +452,10 @@ def _era(headers: dict[str, list[str]], message: dict[str, Any]) -> tuple[Era, A
     """The era a request speaks (from its ``MCP-Protocol-Version``), and the error it is
     refused with, if any (an unknown version; 2026 headers that disagree with the body)."""
     version = _one(headers, "mcp-protocol-version") or DEFAULT_VERSION
-    if version in HANDSHAKE_VERSIONS:
+    era = eras.of_version(version)
+    if era == "2025":
         return "2025", None
-    if version not in MODERN_VERSIONS:
+    if era is None:
         error = unsupported_version(version)
         return "2026", error_message(message["id"], error.code, error.message, error.data)
     problem = _header_problem(headers, message)
