@@ -33,6 +33,8 @@ from sandboxfs.cli.arguments import (
     parse_arguments,
 )
 from sandboxfs.cli.config import build
+from sandboxfs.tenancy.config import Tenant, Tenants, TenantsError, parse_tenants
+from sandboxfs.tenancy.proxy import Front, _reload
 from sandboxfs.transports.credentials import (
     EMPTY_SHA256,
     MIN_TOKEN_BYTES,
@@ -40,8 +42,6 @@ from sandboxfs.transports.credentials import (
     WeakCredential,
     read_token_file,
 )
-from sandboxfs.transports.front import Front, _reload
-from sandboxfs.transports.tenants import Tenant, Tenants, TenantsError, parse_tenants
 
 ROOT = Path(__file__).resolve().parent.parent
 STRONG = "f3b1c2d4e5f60718293a4b5c6d7e8f90"

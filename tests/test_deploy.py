@@ -22,7 +22,7 @@ from test_tenants_runtime import can_unshare, read_only_tmp
 
 from mcp_client import SERVER, server_env
 from sandboxfs.fs.limits import Limits
-from sandboxfs.transports.tenants import hash_token
+from sandboxfs.tenancy.config import hash_token
 
 ROOT = Path(__file__).resolve().parent.parent
 KUBERNETES = ROOT / "deploy" / "kubernetes"

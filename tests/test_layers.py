@@ -3,7 +3,8 @@ circle, only the chokepoint opens client paths.
 
 Layers, lowest first: the compiled shim, ``binding``, ``core`` (the chokepoint),
 ``fs`` (filesystem operations), ``tools`` (no MCP types), ``session``,
-``transports``, ``cli``.  A module may import its own layer and those below.
+``transports``, ``tenancy`` (the tenants' front), ``cli``.  A module may import
+its own layer and those below.
 The auditor (``audit``) sits beside: it may use the binding (its attacker makes
 raw syscalls) and nothing else of sandboxfs; only the CLI may start it.
 Lazy imports inside functions count; imports for type checking only do not.
@@ -30,8 +31,9 @@ RANKS = {
     "tools": 4,
     "session": 5,
     "transports": 6,
-    "cli": 7,
-    "__main__": 8,
+    "tenancy": 7,
+    "cli": 8,
+    "__main__": 9,
 }
 
 #: Modules allowed to call path-taking os functions (or open()) and why; every
@@ -51,10 +53,10 @@ PATH_CALLS = {
     "cli/approvals.py": "reads the ask keys of the operator's --policy file",
     "transports/stdio.py": "opens /dev/null for the private copies of fds 0 and 1",
     "transports/sidecar.py": "the operator's unix socket path",
-    "transports/tenants.py": "reads the operator's --tenants file",
+    "tenancy/config.py": "reads the operator's --tenants file",
     "transports/credentials.py": "reads the operator's --token-file",
-    "transports/front.py": "makes and removes the workers' private socket directory",
-    "transports/workers.py": "removes a worker's stale socket in that directory",
+    "tenancy/proxy.py": "makes and removes the workers' private socket directory",
+    "tenancy/supervisor.py": "removes a worker's stale socket in that directory",
     "transports/metrics.py": "keeps /proc/self/statm and /proc/self/fd open for the process metrics",
     "audit/attacker.py": "the attacker changes the tree as a local attacker would",
     "audit/cases/path_syntax.py": "the auditor builds fixtures",

@@ -25,7 +25,7 @@ from mcp_client import SERVER, server_env, session
 from sandboxfs.cli import logformat
 from sandboxfs.cli.arguments import parse_arguments
 from sandboxfs.cli.config import build
-from sandboxfs.transports.tenants import hash_token
+from sandboxfs.tenancy.config import hash_token
 
 #: A name a client might send: a line break that would forge a line, a terminal
 #: escape, a C1 control (CSI), DEL, and text that is not ASCII.

@@ -31,8 +31,8 @@ from sandboxfs.core.errors import (
 )
 from sandboxfs.core.policy import PolicyRefusal
 from sandboxfs.session.metrics import REASONS, refusal_reason, tool_label
-from sandboxfs.transports.frontmetrics import WorkerFamilies
-from sandboxfs.transports.tenants import hash_token
+from sandboxfs.tenancy.config import hash_token
+from sandboxfs.tenancy.metrics import WorkerFamilies
 
 parser = pytest.importorskip("prometheus_client.parser", reason="prometheus_client is needed")
 generate_latest = pytest.importorskip("prometheus_client").generate_latest

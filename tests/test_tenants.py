@@ -39,7 +39,7 @@ from helpers import CANARY
 from mcp_client import SERVER, Roots, run, server_env, wait_for
 from sandboxfs.audit.attacker import AttackerProcess, prepare
 from sandboxfs.core import landlock
-from sandboxfs.transports.tenants import TenantsError, hash_token, load_tenants, parse_tenants
+from sandboxfs.tenancy.config import TenantsError, hash_token, load_tenants, parse_tenants
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 

@@ -27,8 +27,8 @@ from test_tenants import TOKEN_A, Front, _alive, _wait, tenants_toml
 
 from mcp_client import SERVER, server_env
 from sandboxfs.cli.main import main
-from sandboxfs.transports.front import MAX_RUNDIR_BASE, RunDirError, make_rundir
-from sandboxfs.transports.tenants import hash_token
+from sandboxfs.tenancy.config import hash_token
+from sandboxfs.tenancy.proxy import MAX_RUNDIR_BASE, RunDirError, make_rundir
 
 pytestmark = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
 

@@ -53,9 +53,9 @@ from sandboxfs.core.policy import Policy, PolicyError
 from sandboxfs.fs.journalstore import DEFAULT_KEEP_SECONDS, DEFAULT_MAX_BYTES
 from sandboxfs.fs.limits import Limits
 from sandboxfs.fs.workspaces import WORKSPACE_ID_ENV
+from sandboxfs.tenancy.config import Tenants, TenantsError, load_tenants
 from sandboxfs.transports.connections import SEND_TIMEOUT
 from sandboxfs.transports.sidecar import TOKEN_ENV, Endpoint
-from sandboxfs.transports.tenants import Tenants, TenantsError, load_tenants
 
 Mode = Literal["stdio", "http", "unix"]
 #: What a 2025-era stdio client's Roots do: nothing (HTTP), narrow the server's

@@ -14,13 +14,13 @@ from collections.abc import Sequence
 from typing import Final
 
 from sandboxfs.cli.arguments import EXIT_FAILED, EXIT_OK, EXIT_USAGE
+from sandboxfs.tenancy.config import hash_token
 from sandboxfs.transports.credentials import (
     MAX_TOKEN_FILE_BYTES,
     WeakCredential,
     check_token,
     read_token_file,
 )
-from sandboxfs.transports.tenants import hash_token
 
 USAGE: Final = "usage: sandboxfs hash-token [--allow-weak-tokens] [TOKEN_FILE]"
 HELP: Final = f"""{USAGE}

@@ -1,5 +1,5 @@
 """Acting on a ``--tenants`` configuration: the front, which starts one worker per
-tenant and routes each authenticated request to it (:mod:`sandboxfs.transports.front`).
+tenant and routes each authenticated request to it (:mod:`sandboxfs.tenancy.proxy`).
 
 The configuration was decided whole before this runs: the tenants file read and
 checked, and every tenant's worker command line checked as its worker will check
@@ -23,9 +23,9 @@ from sandboxfs.cli.config import Config, LogFormat
 from sandboxfs.cli.exits import EXIT_INTERRUPTED, EXIT_OK, INTERRUPTED
 from sandboxfs.cli.startup import fail, listen_on
 from sandboxfs.core import landlock
-from sandboxfs.transports.front import RunDirError, make_rundir, remove_rundir, serve_front
+from sandboxfs.tenancy.proxy import RunDirError, make_rundir, remove_rundir, serve_front
+from sandboxfs.tenancy.supervisor import WorkerSettings
 from sandboxfs.transports.sidecar import SidecarOptions
-from sandboxfs.transports.workers import WorkerSettings
 
 log = logging.getLogger("sandboxfs")
 

@@ -16,7 +16,7 @@ registry of this server's own):
   ``process_cpu_seconds_total``, ``process_start_time_seconds`` (read through
   descriptors opened before Landlock, which then forbids opening anything in /proc).
 
-The tenants' front has its own (:mod:`sandboxfs.transports.frontmetrics`): the HTTP
+The tenants' front has its own (:mod:`sandboxfs.tenancy.metrics`): the HTTP
 metrics above, its workers' states, and their tool metrics by tenant.
 
 Labels never carry client text: tool names are the tools sandboxfs has (any other

@@ -1,6 +1,6 @@
 """Ties a tenant worker's life to the front that started it.
 
-    python -m sandboxfs.transports.tether FRONT_PID -- CMD ...
+    python -m sandboxfs.tenancy.tether FRONT_PID -- CMD ...
 
 Sets ``PR_SET_PDEATHSIG`` to SIGKILL (it survives ``execve``), checks that its
 parent is still ``FRONT_PID`` (the front may have died before the signal was

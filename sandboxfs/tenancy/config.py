@@ -25,7 +25,7 @@ weak tokens are accepted for tests, a value of the wrong type) is a
 :class:`TenantsError` whose message names it, in one line.
 
 This module only reads the file: it never opens a tenant's directories (the
-tenant's own worker process does, see :mod:`sandboxfs.transports.workers`).
+tenant's own worker process does, see :mod:`sandboxfs.tenancy.supervisor`).
 """
 
 from __future__ import annotations

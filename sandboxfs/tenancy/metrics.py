@@ -35,7 +35,7 @@ from sandboxfs.transports.metrics import (
 )
 
 if TYPE_CHECKING:
-    from sandboxfs.transports.workers import Workers
+    from sandboxfs.tenancy.supervisor import Workers
 
 
 @final

@@ -1,7 +1,7 @@
 """The tenants' front: authenticate each request, then hand it to its tenant's worker.
 
 ``sandboxfs --tenants FILE --http HOST:PORT`` (or ``--unix PATH``) runs this
-process and one worker process per tenant (:mod:`sandboxfs.transports.workers`).
+process and one worker process per tenant (:mod:`sandboxfs.tenancy.supervisor`).
 In front of everything sits the sidecar's :class:`~sandboxfs.transports.sidecar.Gate`
 (probes, draining on SIGTERM, 401 for a token that is no tenant's).  For
 ``/mcp`` the front then checks ``Host`` and ``Origin`` exactly as the sidecar
@@ -46,8 +46,10 @@ from typing import Any, Final, final
 import h11
 import trio
 
+from sandboxfs.tenancy.config import Tenants, TenantsError, load_tenants
+from sandboxfs.tenancy.metrics import FrontMetrics
+from sandboxfs.tenancy.supervisor import START_SECONDS, Workers, WorkerSettings
 from sandboxfs.transports.connections import MAX_SEND_TIMEOUT
-from sandboxfs.transports.frontmetrics import FrontMetrics
 from sandboxfs.transports.httppolicy import NOSNIFF, HttpPolicy, misdirected
 from sandboxfs.transports.sidecar import (
     Gate,
@@ -59,8 +61,6 @@ from sandboxfs.transports.sidecar import (
     http_policy,
     serve_gate,
 )
-from sandboxfs.transports.tenants import Tenants, TenantsError, load_tenants
-from sandboxfs.transports.workers import START_SECONDS, Workers, WorkerSettings
 
 log = logging.getLogger("sandboxfs")
 

@@ -1,7 +1,7 @@
 """The tenants' worker processes: one ordinary sandboxfs server per tenant, supervised.
 
 Each worker is ``python -m sandboxfs --unix <socket> [tenant options] -- <dirs>``,
-started through :mod:`sandboxfs.transports.tether` (it dies with the front), with
+started through :mod:`sandboxfs.tenancy.tether` (it dies with the front), with
 a random bearer token of its own in ``SANDBOXFS_TOKEN`` that only the front
 knows, on a socket in the front's private (0700) run directory.  Its normal
 startup opens its tenant's directories and applies Landlock over only those:
@@ -34,8 +34,8 @@ from typing import Final, final
 
 import trio
 
+from sandboxfs.tenancy.config import Tenant, changed
 from sandboxfs.transports.connections import SEND_TIMEOUT
-from sandboxfs.transports.tenants import Tenant, changed
 
 log = logging.getLogger("sandboxfs")
 
@@ -97,7 +97,7 @@ class Worker:
         server += ["--log-level", self.settings.log_level, *self.settings.options]
         server += ["--send-timeout", f"{self.settings.send_timeout:g}"]
         server += self.tenant.options()
-        tether = [sys.executable, "-m", "sandboxfs.transports.tether", str(os.getpid())]
+        tether = [sys.executable, "-m", "sandboxfs.tenancy.tether", str(os.getpid())]
         return [*tether, "--", *server]
 
     async def available(self, seconds: float) -> bool:
