@@ -35,7 +35,7 @@ from sandboxfs.cli.arguments import (
 from sandboxfs.cli.config import build
 from sandboxfs.tenancy.config import Tenant, Tenants, TenantsError, parse_tenants
 from sandboxfs.tenancy.proxy import Front, _reload
-from sandboxfs.transports.credentials import (
+from sandboxfs.transports.http.credentials import (
     EMPTY_SHA256,
     MIN_TOKEN_BYTES,
     WEAK_WARNING,

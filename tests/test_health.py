@@ -20,7 +20,7 @@ from sidecar_helpers import sidecar
 from sandboxfs.core.allowlist import AllowList, Root
 from sandboxfs.session.access import AccessControl
 from sandboxfs.session.server import SandboxfsServer, ServerOptions
-from sandboxfs.transports.sidecar import Endpoint, SidecarOptions, listen, serve_http
+from sandboxfs.transports.http.server import Endpoint, SidecarOptions, listen, serve_http
 
 
 def _get(port: int, path: str) -> tuple[int, bytes]:

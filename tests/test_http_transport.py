@@ -25,7 +25,7 @@ from mcp_client import run
 from sandboxfs.core.allowlist import AllowList, Root
 from sandboxfs.session.access import AccessControl
 from sandboxfs.session.server import SandboxfsServer, ServerOptions
-from sandboxfs.transports.mcp_http import HttpPolicy, McpEndpoint
+from sandboxfs.transports.http.endpoint import HttpPolicy, McpEndpoint
 
 # The SDK's HTTP client (httpx2) leaves async generators for the garbage collector to
 # close under trio (see test_sidecar.py).

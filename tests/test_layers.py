@@ -52,12 +52,12 @@ PATH_CALLS = {
     "cli/journal.py": "makes the operator's --journal directory, and names its session journals",
     "cli/approvals.py": "reads the ask keys of the operator's --policy file",
     "transports/stdio.py": "opens /dev/null for the private copies of fds 0 and 1",
-    "transports/sidecar.py": "the operator's unix socket path",
+    "transports/http/server.py": "the operator's unix socket path",
     "tenancy/config.py": "reads the operator's --tenants file",
-    "transports/credentials.py": "reads the operator's --token-file",
+    "transports/http/credentials.py": "reads the operator's --token-file",
     "tenancy/proxy.py": "makes and removes the workers' private socket directory",
     "tenancy/supervisor.py": "removes a worker's stale socket in that directory",
-    "transports/metrics.py": "keeps /proc/self/statm and /proc/self/fd open for the process metrics",
+    "transports/http/metrics.py": "keeps /proc/self/statm and /proc/self/fd open for the process metrics",
     "audit/attacker.py": "the attacker changes the tree as a local attacker would",
     "audit/cases/path_syntax.py": "the auditor builds fixtures",
     "audit/cases/symlinks.py": "the auditor builds fixtures",
@@ -266,8 +266,8 @@ def test_a_serving_process_never_loads_the_mcp_sdk(tmp_path: Path) -> None:
     the SDK's modules unloaded (a leak would bring back its start-up cost)."""
     script = """
 import sys
-import sandboxfs.cli.main, sandboxfs.transports.stdio, sandboxfs.transports.mcp_http
-import sandboxfs.transports.sidecar, sandboxfs.session.driver
+import sandboxfs.cli.main, sandboxfs.transports.stdio, sandboxfs.transports.http.endpoint
+import sandboxfs.transports.http.server, sandboxfs.session.driver
 loaded = sorted(m for m in sys.modules if m.split(".")[0] in {"mcp", "mcp_types"})
 print(loaded)
 """

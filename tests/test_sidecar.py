@@ -17,7 +17,7 @@ from sidecar_helpers import TOKEN, free_port, http_client, mode_of, sidecar, uni
 
 from helpers import Tree
 from mcp_client import SERVER, run, server_env, wait_for
-from sandboxfs.transports.sidecar import Gate
+from sandboxfs.transports.http.server import Gate
 
 INIT = json.dumps(
     {

@@ -19,8 +19,8 @@ from typing import Final, final
 
 from sandboxfs.cli import exits
 from sandboxfs.fs.limits import LIMIT_HELP, LIMIT_RANGES, Limits, Range
-from sandboxfs.transports.connections import MAX_SEND_TIMEOUT, SEND_TIMEOUT
-from sandboxfs.transports.sidecar import Endpoint
+from sandboxfs.transports.http.connections import MAX_SEND_TIMEOUT, SEND_TIMEOUT
+from sandboxfs.transports.http.server import Endpoint
 
 #: Exit statuses, as ``sandboxfs --help`` documents them.
 EXIT_OK: Final = exits.EXIT_OK

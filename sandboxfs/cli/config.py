@@ -24,7 +24,7 @@ cannot be read).  The rules (each a test in tests/test_config_matrix.py):
   reference server's rule: Roots replace them).  This is decided here, not by
   whether the kernel happens to have Landlock.
 * Every number is finite and in its documented range (checked as it is parsed).
-* Weak credentials are refused (:mod:`sandboxfs.transports.credentials`).
+* Weak credentials are refused (:mod:`sandboxfs.transports.http.credentials`).
 """
 
 from __future__ import annotations
@@ -54,8 +54,8 @@ from sandboxfs.fs.journalstore import DEFAULT_KEEP_SECONDS, DEFAULT_MAX_BYTES
 from sandboxfs.fs.limits import Limits
 from sandboxfs.fs.workspaces import WORKSPACE_ID_ENV
 from sandboxfs.tenancy.config import Tenants, TenantsError, load_tenants
-from sandboxfs.transports.connections import SEND_TIMEOUT
-from sandboxfs.transports.sidecar import TOKEN_ENV, Endpoint
+from sandboxfs.transports.http.connections import SEND_TIMEOUT
+from sandboxfs.transports.http.server import TOKEN_ENV, Endpoint
 
 Mode = Literal["stdio", "http", "unix"]
 #: What a 2025-era stdio client's Roots do: nothing (HTTP), narrow the server's

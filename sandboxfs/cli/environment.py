@@ -19,8 +19,8 @@ from sandboxfs.cli.arguments import EXIT_FAILED, Arguments, Refused
 from sandboxfs.core.watch import TEST_STALL_ENV
 from sandboxfs.fs.workspaces import WORKSPACE_ID_ENV, check_name
 from sandboxfs.tools.parsewire import TEST_ABORT_ENV
-from sandboxfs.transports.credentials import WeakCredential, check_token, read_token_file
-from sandboxfs.transports.sidecar import TOKEN_ENV, Endpoint
+from sandboxfs.transports.http.credentials import WeakCredential, check_token, read_token_file
+from sandboxfs.transports.http.server import TOKEN_ENV, Endpoint
 
 #: The test-only switches the server knows.  None of them widens what it serves:
 #: each makes it stricter (a simulated kernel without openat2, a code parser that

@@ -15,7 +15,7 @@ from typing import Final
 
 from sandboxfs.cli.arguments import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from sandboxfs.tenancy.config import hash_token
-from sandboxfs.transports.credentials import (
+from sandboxfs.transports.http.credentials import (
     MAX_TOKEN_FILE_BYTES,
     WeakCredential,
     check_token,

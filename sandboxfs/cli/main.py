@@ -59,14 +59,14 @@ from sandboxfs.session.metrics import NO_METRICS, known_tools
 from sandboxfs.session.server import SandboxfsServer, ServerOptions
 from sandboxfs.session.workspaces import WorkspaceSessions
 from sandboxfs.tools.accounts import Accounts
-from sandboxfs.transports.credentials import WEAK_WARNING
-from sandboxfs.transports.sidecar import SidecarOptions, serve_http
+from sandboxfs.transports.http.credentials import WEAK_WARNING
+from sandboxfs.transports.http.server import SidecarOptions, serve_http
 from sandboxfs.transports.stdio import serve_stdio, take_stdio
 
 if TYPE_CHECKING:
     import socket
 
-    from sandboxfs.transports.metrics import ServerMetrics
+    from sandboxfs.transports.http.metrics import ServerMetrics
 
 log = logging.getLogger("sandboxfs")
 
@@ -238,7 +238,7 @@ def _serve(
 
 def server_metrics() -> ServerMetrics:
     """The metrics of an HTTP server (prometheus_client is imported only for HTTP)."""
-    from sandboxfs.transports.metrics import ServerMetrics  # noqa: PLC0415
+    from sandboxfs.transports.http.metrics import ServerMetrics  # noqa: PLC0415
 
     return ServerMetrics(known_tools())
 

@@ -11,7 +11,7 @@ import sys
 from typing import NoReturn
 
 from sandboxfs.cli.arguments import EXIT_FAILED
-from sandboxfs.transports.sidecar import Endpoint, listen
+from sandboxfs.transports.http.server import Endpoint, listen
 
 
 def fail(message: str) -> NoReturn:

@@ -25,7 +25,7 @@ from sandboxfs.cli.startup import fail, listen_on
 from sandboxfs.core import landlock
 from sandboxfs.tenancy.proxy import RunDirError, make_rundir, remove_rundir, serve_front
 from sandboxfs.tenancy.supervisor import WorkerSettings
-from sandboxfs.transports.sidecar import SidecarOptions
+from sandboxfs.transports.http.server import SidecarOptions
 
 log = logging.getLogger("sandboxfs")
 

@@ -3,7 +3,7 @@
 The session core calls a :class:`CallObserver` once per tool call (:meth:`called`)
 and once per refusal (:meth:`refused`); what counts them and how they are shown
 (Prometheus, over HTTP) is the transports' business
-(:mod:`sandboxfs.transports.metrics`), so a stdio server pays nothing for them.
+(:mod:`sandboxfs.transports.http.metrics`), so a stdio server pays nothing for them.
 
 Nothing a client sends becomes a label: a tool name is one of the served tools or
 ``"unknown"`` (:func:`tool_label`), an outcome one of :data:`OUTCOMES`, a refusal

@@ -27,7 +27,7 @@ from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
 from sandboxfs.session.metrics import OUTCOMES, REASONS, UNKNOWN_TOOL, known_tools
-from sandboxfs.transports.metrics import (
+from sandboxfs.transports.http.metrics import (
     DURATION_BUCKETS,
     METRICS_PATH,
     HttpMetrics,

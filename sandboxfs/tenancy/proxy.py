@@ -2,10 +2,10 @@
 
 ``sandboxfs --tenants FILE --http HOST:PORT`` (or ``--unix PATH``) runs this
 process and one worker process per tenant (:mod:`sandboxfs.tenancy.supervisor`).
-In front of everything sits the sidecar's :class:`~sandboxfs.transports.sidecar.Gate`
+In front of everything sits the sidecar's :class:`~sandboxfs.transports.http.server.Gate`
 (probes, draining on SIGTERM, 401 for a token that is no tenant's).  For
 ``/mcp`` the front then checks ``Host`` and ``Origin`` exactly as the sidecar
-does (its :class:`~sandboxfs.transports.mcp_http.HttpPolicy`; 421 naming the
+does (its :class:`~sandboxfs.transports.http.endpoint.HttpPolicy`; 421 naming the
 Host and ``--allowed-host`` / 403), refuses
 a request framed with both ``Content-Length`` and ``Transfer-Encoding`` (400,
 connection closed) and a body over the cap (413), and forwards the exchange,
@@ -49,9 +49,9 @@ import trio
 from sandboxfs.tenancy.config import Tenants, TenantsError, load_tenants
 from sandboxfs.tenancy.metrics import FrontMetrics
 from sandboxfs.tenancy.supervisor import START_SECONDS, Workers, WorkerSettings
-from sandboxfs.transports.connections import MAX_SEND_TIMEOUT
-from sandboxfs.transports.httppolicy import NOSNIFF, HttpPolicy, misdirected
-from sandboxfs.transports.sidecar import (
+from sandboxfs.transports.http.connections import MAX_SEND_TIMEOUT
+from sandboxfs.transports.http.screening import NOSNIFF, HttpPolicy, misdirected
+from sandboxfs.transports.http.server import (
     Gate,
     Receive,
     Scope,

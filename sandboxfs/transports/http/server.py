@@ -1,5 +1,5 @@
 """Streamable HTTP for the container sidecar: sandboxfs's MCP endpoint
-(:mod:`sandboxfs.transports.mcp_http`) under Hypercorn's trio worker.
+(:mod:`sandboxfs.transports.http.endpoint`) under Hypercorn's trio worker.
 
 In front of the MCP endpoint (``/mcp``) sit, in order: ``/healthz`` (liveness:
 200 while the process serves HTTP at all) and ``/readyz`` (readiness: 200 only
@@ -14,7 +14,7 @@ network rights afterwards.  On SIGTERM (or SIGINT: Ctrl-C) the server refuses
 new requests, lets calls in flight finish within a grace period (a second signal
 ends the wait), then stops listening and returns the signal.  A client that
 takes none of its answer for ``--send-timeout`` seconds is cut off and its
-answer dropped (:mod:`sandboxfs.transports.connections`).
+answer dropped (:mod:`sandboxfs.transports.http.connections`).
 
 HTTP serves the 2026-07-28 protocol and the 2025 era statelessly, so any number
 of sidecar instances can answer any request (except that with ``--workspaces`` a
@@ -41,11 +41,11 @@ from typing import TYPE_CHECKING, Any, Final, Protocol, final
 import trio
 
 from sandboxfs.session.server import SandboxfsServer
-from sandboxfs.transports.connections import SEND_TIMEOUT, serve_connections
-from sandboxfs.transports.mcp_http import HttpPolicy, McpEndpoint
+from sandboxfs.transports.http.connections import SEND_TIMEOUT, serve_connections
+from sandboxfs.transports.http.endpoint import HttpPolicy, McpEndpoint
 
 if TYPE_CHECKING:
-    from sandboxfs.transports.metrics import HttpMetrics
+    from sandboxfs.transports.http.metrics import HttpMetrics
 
 log = logging.getLogger("sandboxfs")
 
@@ -170,7 +170,7 @@ async def _lifespan(receive: Receive, send: Send) -> None:
 
 class Measured(Protocol):
     """What a gate counts its traffic with and shows at ``/metrics``
-    (:mod:`sandboxfs.transports.metrics`)."""
+    (:mod:`sandboxfs.transports.http.metrics`)."""
 
     http: HttpMetrics
 
@@ -225,7 +225,7 @@ class Gate:
             )
             return
         if path == METRICS_PATH and self.metrics is not None:
-            from sandboxfs.transports.metrics import MetricsApp  # noqa: PLC0415
+            from sandboxfs.transports.http.metrics import MetricsApp  # noqa: PLC0415
 
             await MetricsApp(self.metrics.exposition)(scope, receive, send)
             return
@@ -385,7 +385,7 @@ async def serve_gate(
     async with trio.open_nursery() as nursery:
         await nursery.start(watch_signals)
         if metrics_listener is not None and gate.metrics is not None:
-            from sandboxfs.transports.metrics import MetricsApp  # noqa: PLC0415
+            from sandboxfs.transports.http.metrics import MetricsApp  # noqa: PLC0415
 
             nursery.start_soon(
                 partial(

@@ -52,7 +52,7 @@ from sandboxfs.session.jsonrpc import (
 from sandboxfs.session.pieces import encode_pieces
 from sandboxfs.session.server import SandboxfsServer
 from sandboxfs.session.workspaces import WORKSPACE_HEADER, Assigned, WorkspaceRefused
-from sandboxfs.transports.httppolicy import NOSNIFF, HttpPolicy, misdirected
+from sandboxfs.transports.http.screening import NOSNIFF, HttpPolicy, misdirected
 
 __all__ = ["DEFAULT_VERSION", "HttpPolicy", "McpEndpoint"]
 
