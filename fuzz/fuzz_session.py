@@ -1,5 +1,5 @@
 """Invariant tested: whatever JSON-RPC a client sends, in whatever order the work it
-asks for finishes, the sans-IO :class:`~sandboxfs.session.core.Session` answers
+asks for finishes, the sans-IO :class:`~sandboxfs.session.protocol.Session` answers
 every request (a decoded object with ``method`` and a valid ``id``) exactly once,
 with an answer the MCP SDK's models accept (``tests/wire_oracle.py``), unless the
 client cancelled it with ``notifications/cancelled``; it answers no notification
@@ -86,7 +86,7 @@ with (
 
     from sandboxfs.core.allowlist import AllowList
     from sandboxfs.session.access import AccessControl
-    from sandboxfs.session.core import Session, SessionConfig
+    from sandboxfs.session.dispatcher import SandboxfsServer, ServerOptions
     from sandboxfs.session.effects import (
         Call,
         Cancel,
@@ -108,7 +108,7 @@ with (
         encode,
         valid_id,
     )
-    from sandboxfs.session.server import SandboxfsServer, ServerOptions
+    from sandboxfs.session.protocol import Session, SessionConfig
 
 from wire_oracle import LATEST_HANDSHAKE, MODERN, WireOracle
 

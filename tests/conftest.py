@@ -12,7 +12,7 @@ from helpers import Tree, make_tree, snapshot
 from sandboxfs.binding import syscalls
 from sandboxfs.core import chokepoint, landlock, names, policy, seccomp
 from sandboxfs.fs import describe, listings, trees, writes
-from sandboxfs.fs.sandbox import Sandbox
+from sandboxfs.fs.facade import Sandbox
 
 
 @pytest.fixture

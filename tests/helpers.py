@@ -14,7 +14,7 @@ from typing import Any
 from sandboxfs.core.allowlist import AllowList, Root
 from sandboxfs.core.chokepoint import Confinement
 from sandboxfs.core.resolver import Resolver
-from sandboxfs.fs.sandbox import Sandbox
+from sandboxfs.fs.facade import Sandbox
 
 CANARY = b"CANARY: outside content must never be read or changed\n"
 

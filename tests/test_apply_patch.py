@@ -22,11 +22,11 @@ from sandboxfs.core.errors import SandboxError
 from sandboxfs.core.policy import Policy
 from sandboxfs.core.resolver import Resolver
 from sandboxfs.fs import patches
+from sandboxfs.fs.facade import Sandbox
 from sandboxfs.fs.journalstore import JournalStore
 from sandboxfs.fs.limits import Limits
 from sandboxfs.fs.recording import Recording
 from sandboxfs.fs.recovery import recover
-from sandboxfs.fs.sandbox import Sandbox
 from sandboxfs.tools import CallContext
 from sandboxfs.tools.journaltools import undo_changes
 from sandboxfs.tools.patching import apply_patch

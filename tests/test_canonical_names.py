@@ -30,9 +30,9 @@ from sandboxfs.core.policy import Policy
 from sandboxfs.core.resolver import Resolver
 from sandboxfs.core.roots import local_path, roots_from_uris
 from sandboxfs.session.access import AccessControl
+from sandboxfs.session.dispatcher import SandboxfsServer, ServerOptions
 from sandboxfs.session.jsonrpc import ProtocolError
 from sandboxfs.session.resources import read_resource
-from sandboxfs.session.server import SandboxfsServer, ServerOptions
 from sandboxfs.tools.format import file_uri
 
 #: Byte names: UTF-8 text (controls and every plane included), raw bytes that may or

@@ -15,8 +15,8 @@ from sandboxfs.core.allowlist import AllowList, Root
 from sandboxfs.core.errors import AccessDenied, InvalidArgument
 from sandboxfs.core.policy import Policy
 from sandboxfs.core.resolver import Resolver
+from sandboxfs.fs.facade import Sandbox
 from sandboxfs.fs.limits import Limits
-from sandboxfs.fs.sandbox import Sandbox
 from sandboxfs.fs.walks import TreeWalk
 from sandboxfs.tools.codecache import ParseCache
 from sandboxfs.tools.codemap import FILE_BYTES, FILE_CAP, code_map

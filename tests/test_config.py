@@ -20,8 +20,8 @@ from mcp_client import SERVER, Roots, run, said, server_env, session
 from sandboxfs.cli.arguments import EXIT_USAGE, Refused, parse_arguments
 from sandboxfs.cli.config import Config, build
 from sandboxfs.cli.main import access_control
+from sandboxfs.session.dispatcher import SandboxfsServer, ServerOptions
 from sandboxfs.session.effects import Caller
-from sandboxfs.session.server import SandboxfsServer, ServerOptions
 
 SECRET = "KEY=CANARY-never-read\n"
 POLICY_TOP_LEVEL_ONLY = 'preset = ["secrets"]\nhide = ["*.log"]\nprotect = ["keep.txt"]\n'

@@ -23,11 +23,11 @@ from helpers import CANARY, Tree, snapshot
 from sandboxfs.core.allowlist import AllowList, Root
 from sandboxfs.core.errors import AccessDenied, SandboxError
 from sandboxfs.core.resolver import Resolver
+from sandboxfs.fs.facade import ENTRY, FOLLOW, Sandbox
 from sandboxfs.fs.files import OpenFile
 from sandboxfs.fs.journalstore import JournalStore
 from sandboxfs.fs.patches import FileChange
 from sandboxfs.fs.recording import Recording
-from sandboxfs.fs.sandbox import ENTRY, FOLLOW, Sandbox
 from sandboxfs.fs.walks import TreeWalk
 
 Setup = Callable[[Tree], str]

@@ -9,7 +9,7 @@ import os
 
 from helpers import Tree, open_fd_count
 from sandboxfs.core.errors import SandboxError
-from sandboxfs.fs.sandbox import Sandbox
+from sandboxfs.fs.facade import Sandbox
 from sandboxfs.fs.walks import TreeWalk
 
 

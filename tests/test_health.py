@@ -19,7 +19,7 @@ from sidecar_helpers import sidecar
 
 from sandboxfs.core.allowlist import AllowList, Root
 from sandboxfs.session.access import AccessControl
-from sandboxfs.session.server import SandboxfsServer, ServerOptions
+from sandboxfs.session.dispatcher import SandboxfsServer, ServerOptions
 from sandboxfs.transports.http.server import Endpoint, SidecarOptions, listen, serve_http
 
 

@@ -27,8 +27,8 @@ from mcp_client import run, session
 from sandboxfs.core.allowlist import AllowList, Root
 from sandboxfs.core.policy import OPEN, Policy
 from sandboxfs.core.resolver import Resolver
+from sandboxfs.fs.facade import Sandbox
 from sandboxfs.fs.limits import Limits
-from sandboxfs.fs.sandbox import Sandbox
 from sandboxfs.tools.listing import (
     WITHHELD_NOTE,
     get_file_info,

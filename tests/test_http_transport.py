@@ -24,7 +24,7 @@ from helpers import make_tree
 from mcp_client import run
 from sandboxfs.core.allowlist import AllowList, Root
 from sandboxfs.session.access import AccessControl
-from sandboxfs.session.server import SandboxfsServer, ServerOptions
+from sandboxfs.session.dispatcher import SandboxfsServer, ServerOptions
 from sandboxfs.transports.http.endpoint import HttpPolicy, McpEndpoint
 
 # The SDK's HTTP client (httpx2) leaves async generators for the garbage collector to

@@ -16,9 +16,9 @@ from wire_oracle import WireOracle
 from helpers import Tree, open_fd_count
 from sandboxfs.core.allowlist import AllowList, Root
 from sandboxfs.session.access import AccessControl
-from sandboxfs.session.core import Session
+from sandboxfs.session.dispatcher import SandboxfsServer, ServerOptions
 from sandboxfs.session.driver import Driver
-from sandboxfs.session.server import SandboxfsServer, ServerOptions
+from sandboxfs.session.protocol import Session
 from sandboxfs.transports.stdio import LineSplitter
 
 MODERN_META = {

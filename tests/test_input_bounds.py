@@ -21,8 +21,8 @@ from sandboxfs.core.errors import InvalidArgument
 from sandboxfs.fs.limits import Limits
 from sandboxfs.session.access import AccessControl
 from sandboxfs.session.auditlog import AuditLog
+from sandboxfs.session.dispatcher import SandboxfsServer, ServerOptions
 from sandboxfs.session.effects import Caller
-from sandboxfs.session.server import SandboxfsServer, ServerOptions
 from sandboxfs.tools import CallContext
 from sandboxfs.tools.grepping import grep_files
 from sandboxfs.tools.reading import read_multiple_files

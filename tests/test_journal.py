@@ -21,12 +21,12 @@ from sandboxfs.core.allowlist import AllowList, Root
 from sandboxfs.core.errors import SandboxError
 from sandboxfs.core.resolver import Resolver
 from sandboxfs.fs import undoing
+from sandboxfs.fs.facade import Sandbox
 from sandboxfs.fs.journalobjects import JournalError
 from sandboxfs.fs.journalplaces import UndoRefused
 from sandboxfs.fs.journalstore import JournalStore
 from sandboxfs.fs.limits import Limits
 from sandboxfs.fs.recording import Recording
-from sandboxfs.fs.sandbox import Sandbox
 
 Snapshot = dict[str, tuple[Any, ...]]
 

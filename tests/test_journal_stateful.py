@@ -33,10 +33,10 @@ from sandboxfs.core.allowlist import AllowList, Root
 from sandboxfs.core.errors import SandboxError
 from sandboxfs.core.policy import Policy
 from sandboxfs.core.resolver import Resolver
+from sandboxfs.fs.facade import Sandbox
 from sandboxfs.fs.journalstore import JournalStore
 from sandboxfs.fs.limits import Limits
 from sandboxfs.fs.recording import Recording
-from sandboxfs.fs.sandbox import Sandbox
 from sandboxfs.tools import CallContext
 from sandboxfs.tools.journaltools import list_changes, undo_changes
 from sandboxfs.tools.writing import (

@@ -24,8 +24,8 @@ from helpers import Tree
 from sandboxfs.binding import syscalls
 from sandboxfs.core.chokepoint import Directory, ParentDir
 from sandboxfs.core.errors import SandboxError
+from sandboxfs.fs.facade import Sandbox
 from sandboxfs.fs.limits import Limits
-from sandboxfs.fs.sandbox import Sandbox
 from sandboxfs.tools import CallContext
 from sandboxfs.tools.writing import write_file
 

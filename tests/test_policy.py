@@ -35,8 +35,8 @@ from sandboxfs.core.errors import AccessDenied, SandboxError
 from sandboxfs.core.globs import GlobError, compile_glob, name_matcher
 from sandboxfs.core.policy import PRESETS, Policy, PolicyError
 from sandboxfs.core.resolver import Resolver
+from sandboxfs.fs.facade import Sandbox
 from sandboxfs.fs.limits import Limits
-from sandboxfs.fs.sandbox import Sandbox
 from sandboxfs.tools import CallContext, writing
 from sandboxfs.tools.grepping import grep_files
 from sandboxfs.tools.listing import list_directory

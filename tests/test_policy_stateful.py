@@ -33,8 +33,8 @@ from sandboxfs.core.allowlist import AllowList, Root
 from sandboxfs.core.errors import NotFound, SandboxError
 from sandboxfs.core.policy import Policy
 from sandboxfs.core.resolver import Resolver
+from sandboxfs.fs.facade import Sandbox
 from sandboxfs.fs.limits import Limits
-from sandboxfs.fs.sandbox import Sandbox
 from sandboxfs.tools import CallContext, ToolResult
 from sandboxfs.tools.grepping import grep_files
 from sandboxfs.tools.listing import list_directory, list_directory_with_sizes

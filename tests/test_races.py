@@ -14,7 +14,7 @@ import pytest
 from helpers import CANARY, Tree, snapshot
 from sandboxfs.binding import syscalls
 from sandboxfs.core.errors import SandboxError
-from sandboxfs.fs.sandbox import Sandbox
+from sandboxfs.fs.facade import Sandbox
 
 
 def _attack(tree: Tree, sandbox: Sandbox, attempts: int) -> Counter[str]:

@@ -34,7 +34,7 @@ from sandboxfs.core.allowlist import AllowList, Root
 from sandboxfs.core.errors import SandboxError
 from sandboxfs.core.resolver import Resolver
 from sandboxfs.fs.limits import Limits
-from sandboxfs.fs.sandbox import Sandbox
+from sandboxfs.fs.facade import Sandbox
 from sandboxfs.tools import TOOLS, CallContext
 
 root, tool, arguments, limits = sys.argv[1], sys.argv[2], *map(json.loads, sys.argv[3:])

@@ -39,6 +39,7 @@ from sandboxfs.core.errors import (
     SandboxError,
     Unsupported,
 )
+from sandboxfs.fs.facade import OpenFile, Sandbox
 from sandboxfs.fs.limits import Limits
 from sandboxfs.fs.revisions import (
     ABSENT,
@@ -49,7 +50,6 @@ from sandboxfs.fs.revisions import (
     stat_key,
     tree_revision,
 )
-from sandboxfs.fs.sandbox import OpenFile, Sandbox
 from sandboxfs.tools import CallContext
 from sandboxfs.tools.reading import whole_bytes
 from sandboxfs.tools.writing import edit_file, move_file

@@ -22,7 +22,7 @@ from wire_oracle import WireOracle
 
 from sandboxfs.core.allowlist import AllowList, Root
 from sandboxfs.session.access import AccessControl
-from sandboxfs.session.core import Session, SessionConfig
+from sandboxfs.session.dispatcher import SandboxfsServer, ServerOptions
 from sandboxfs.session.effects import (
     Call,
     Cancel,
@@ -35,6 +35,7 @@ from sandboxfs.session.effects import (
     UseCommandLine,
 )
 from sandboxfs.session.jsonrpc import ROOTS_FETCH_TIMEOUT, ProtocolError, decode, encode
+from sandboxfs.session.protocol import Session, SessionConfig
 from sandboxfs.session.rooturis import (
     MAX_CLIENT_ROOTS,
     MAX_ROOT_URI_CHARS,
@@ -43,7 +44,6 @@ from sandboxfs.session.rooturis import (
     root_uris,
     shown,
 )
-from sandboxfs.session.server import SandboxfsServer, ServerOptions
 
 MODERN = "2026-07-28"
 META = {

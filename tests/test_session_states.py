@@ -1,7 +1,7 @@
 """The session's state table: every move it makes, and no message that finds a move the
 table lacks.
 
-The table (:data:`sandboxfs.session.core.TRANSITIONS`) is the one authority on what a
+The table (:data:`sandboxfs.session.protocol.TRANSITIONS`) is the one authority on what a
 session does next; these tests drive real messages through a :class:`Session` and check
 that the state each one leaves is the one the table names, and that random message
 sequences (hypothesis) never reach a state/event pair the table does not have (which
@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 from test_session_core import META, Conversation, config  # noqa: F401  (the fixture)
 
 from sandboxfs.session import era as eras
-from sandboxfs.session.core import (
+from sandboxfs.session.effects import Close
+from sandboxfs.session.protocol import (
     ERA_OF,
     TRANSITIONS,
     Event,
@@ -30,7 +31,6 @@ from sandboxfs.session.core import (
     StateError,
     starting_state,
 )
-from sandboxfs.session.effects import Close
 
 GREETING: dict[str, Any] = {
     "protocolVersion": "2025-06-18",

@@ -22,8 +22,8 @@ from helpers import CANARY, snapshot
 from sandboxfs.core.allowlist import AllowList, Root
 from sandboxfs.core.errors import AccessDenied, HardLinked, SandboxError
 from sandboxfs.core.resolver import Resolver
+from sandboxfs.fs.facade import Sandbox
 from sandboxfs.fs.limits import Limits
-from sandboxfs.fs.sandbox import Sandbox
 from sandboxfs.tools import CallContext
 from sandboxfs.tools.reading import read_text_file
 from sandboxfs.tools.writing import (

@@ -27,12 +27,12 @@ from hypothesis import strategies as st
 from test_inprocess import InProcess
 
 from sandboxfs.core.allowlist import AllowList, Root
-from sandboxfs.fs.workspaces import Base
+from sandboxfs.fs.workspacebase import Base
 from sandboxfs.session.access import AccessControl
 from sandboxfs.session.auditlog import AuditLog
+from sandboxfs.session.dispatcher import SandboxfsServer, ServerOptions
 from sandboxfs.session.jsonrpc import encode
-from sandboxfs.session.server import SandboxfsServer, ServerOptions
-from sandboxfs.session.workspaces import WorkspaceSessions
+from sandboxfs.session.sessionworkspace import WorkspaceSessions
 from sandboxfs.tools import ToolSpec, served_tools
 
 #: Names that exist in the directory every example starts from, so that some calls

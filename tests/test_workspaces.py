@@ -21,7 +21,7 @@ from sidecar_helpers import TOKEN, Sidecar, http_client, sidecar
 from mcp_client import SERVER, Roots, Session, run, server_env, session
 from sandboxfs.audit.attacker import AttackerProcess, prepare
 from sandboxfs.core.allowlist import Root
-from sandboxfs.fs.workspaces import Base, check_name, parse_age
+from sandboxfs.fs.workspacebase import Base, check_name, parse_age
 
 SECRET = "session-a-secret-0451"
 

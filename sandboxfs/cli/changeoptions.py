@@ -14,7 +14,7 @@ from typing import Final, final
 from sandboxfs.cli.arguments import Arguments, Refused
 from sandboxfs.core.policy import Policy, PolicyError
 from sandboxfs.fs.journalstore import DEFAULT_KEEP_SECONDS, DEFAULT_MAX_BYTES
-from sandboxfs.fs.workspaces import parse_age
+from sandboxfs.fs.workspacebase import parse_age
 
 #: What --journal-max-bytes accepts: from 1 MiB to 1 PiB.
 MAX_BYTES_RANGE: Final = (1 << 20, 1 << 50)

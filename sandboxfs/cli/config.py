@@ -52,7 +52,7 @@ from sandboxfs.core.pathnames import normalize_absolute
 from sandboxfs.core.policy import Policy, PolicyError
 from sandboxfs.fs.journalstore import DEFAULT_KEEP_SECONDS, DEFAULT_MAX_BYTES
 from sandboxfs.fs.limits import Limits
-from sandboxfs.fs.workspaces import WORKSPACE_ID_ENV
+from sandboxfs.fs.workspacebase import WORKSPACE_ID_ENV
 from sandboxfs.tenancy.config import Tenants, TenantsError, load_tenants
 from sandboxfs.transports.http.connections import SEND_TIMEOUT
 from sandboxfs.transports.http.server import TOKEN_ENV, Endpoint

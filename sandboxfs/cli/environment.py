@@ -17,7 +17,7 @@ from typing import Final
 from sandboxfs.binding.syscalls import TEST_OPENAT2_ERRNO_ENV
 from sandboxfs.cli.arguments import EXIT_FAILED, Arguments, Refused
 from sandboxfs.core.watch import TEST_STALL_ENV
-from sandboxfs.fs.workspaces import WORKSPACE_ID_ENV, check_name
+from sandboxfs.fs.workspacebase import WORKSPACE_ID_ENV, check_name
 from sandboxfs.tools.parsewire import TEST_ABORT_ENV
 from sandboxfs.transports.http.credentials import WeakCredential, check_token, read_token_file
 from sandboxfs.transports.http.server import TOKEN_ENV, Endpoint

@@ -34,6 +34,7 @@ from sandboxfs.core.errors import SandboxError
 from sandboxfs.core.pathnames import normalize_absolute, relative_to
 from sandboxfs.core.resolver import Resolver
 from sandboxfs.fs import undoing
+from sandboxfs.fs.facade import Sandbox
 from sandboxfs.fs.journalobjects import JournalError
 from sandboxfs.fs.journals import Journals
 from sandboxfs.fs.journalstore import (
@@ -42,8 +43,7 @@ from sandboxfs.fs.journalstore import (
     JournalStore,
 )
 from sandboxfs.fs.recording import Recording
-from sandboxfs.fs.sandbox import Sandbox
-from sandboxfs.fs.workspaces import SessionLease
+from sandboxfs.fs.workspacebase import SessionLease
 from sandboxfs.tools import changes
 
 OPERATOR = "operator"

@@ -45,20 +45,20 @@ from sandboxfs.cli.journal import setup as journal_setup
 from sandboxfs.cli.journal import stdio_session
 from sandboxfs.cli.policies import Directory
 from sandboxfs.cli.startup import fail, listen_on
-from sandboxfs.cli.workspaces import SetupError as WorkspaceSetupError
-from sandboxfs.cli.workspaces import setup as workspace_setup
+from sandboxfs.cli.workspacescommand import SetupError as WorkspaceSetupError
+from sandboxfs.cli.workspacescommand import setup as workspace_setup
 from sandboxfs.core import landlock
 from sandboxfs.core.allowlist import AllowList, Root, nest_policies
 from sandboxfs.core.watch import Stall
 from sandboxfs.fs.approval import AskRules
 from sandboxfs.fs.journals import Journals
-from sandboxfs.fs.workspaces import SessionLease
+from sandboxfs.fs.workspacebase import SessionLease
 from sandboxfs.session.access import AccessControl
 from sandboxfs.session.auditlog import AuditLog, Lines
+from sandboxfs.session.dispatcher import SandboxfsServer, ServerOptions
 from sandboxfs.session.metrics import NO_METRICS, known_tools
-from sandboxfs.session.server import SandboxfsServer, ServerOptions
-from sandboxfs.session.workspaces import WorkspaceSessions
-from sandboxfs.tools.accounts import Accounts
+from sandboxfs.session.sessionworkspace import WorkspaceSessions
+from sandboxfs.tools.ownernames import Accounts
 from sandboxfs.transports.http.credentials import WEAK_WARNING
 from sandboxfs.transports.http.server import SidecarOptions, serve_http
 from sandboxfs.transports.stdio import serve_stdio, take_stdio
@@ -105,7 +105,7 @@ def _main(argv: Sequence[str]) -> int:  # noqa: PLR0911 - one per subcommand
 
         return audit(argv[1:])
     if argv[:1] == ["workspaces"]:
-        from sandboxfs.cli.workspaces import main as workspaces  # noqa: PLC0415
+        from sandboxfs.cli.workspacescommand import main as workspaces  # noqa: PLC0415
 
         return workspaces(argv[1:])
     if argv[:1] == ["journal"]:

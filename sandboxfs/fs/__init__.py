@@ -1,4 +1,4 @@
 """Filesystem operations on resolved handles: reads, listings, revisions, writes,
-moves, copies and removals.  The :class:`~sandboxfs.fs.sandbox.Sandbox` façade is
+moves, copies and removals.  The :class:`~sandboxfs.fs.facade.Sandbox` façade is
 what the tools call.  No MCP types here.
 """

@@ -31,7 +31,7 @@ from sandboxfs.core.policy import Policy
 from sandboxfs.fs.revisions import SameBytes
 
 if TYPE_CHECKING:
-    from sandboxfs.fs.context import FsContext
+    from sandboxfs.fs.operation import FsContext
     from sandboxfs.fs.recording import Where
 
 

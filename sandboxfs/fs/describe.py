@@ -29,9 +29,9 @@ from sandboxfs.binding.syscalls import Statx
 from sandboxfs.core.chokepoint import LIST_FLAGS, READ_FLAGS, Directory, Handle
 from sandboxfs.core.errors import AccessDenied, SandboxError
 from sandboxfs.core.policy import Policy
-from sandboxfs.fs.context import FsContext
 from sandboxfs.fs.files import revision_of_open
 from sandboxfs.fs.metadata import read_xattrs
+from sandboxfs.fs.operation import FsContext
 
 
 @final

@@ -13,9 +13,8 @@ import errno
 from sandboxfs.core.chokepoint import Directory, Location
 from sandboxfs.core.errors import AlreadyExists, Conflict, NotADirectory, NotFound, SandboxError
 from sandboxfs.fs import journaling
-from sandboxfs.fs.context import FsContext
 from sandboxfs.fs.files import revision_of_handle
-from sandboxfs.fs.outcome import Change
+from sandboxfs.fs.operation import Change, FsContext
 from sandboxfs.fs.revisions import ABSENT, check
 from sandboxfs.fs.trees import TooManyEntries, tree_revision_below
 

@@ -20,8 +20,8 @@ from typing import Final, final
 from sandboxfs.core.chokepoint import READ_FLAGS, Confinement, Directory, Handle
 from sandboxfs.core.errors import Conflict, LimitExceeded, NotFound, SandboxError
 from sandboxfs.core.watch import NO_WATCH, Watch
-from sandboxfs.fs.context import FsContext
 from sandboxfs.fs.entries import require_regular
+from sandboxfs.fs.operation import FsContext
 from sandboxfs.fs.revisions import ABSENT, file_revision, stat_key
 from sandboxfs.fs.trees import TooManyEntries, tree_revision_below
 

@@ -37,9 +37,8 @@ from typing import Any, Final, final
 from sandboxfs.core.chokepoint import READ_FLAGS, Directory, ParentDir, same_file
 from sandboxfs.core.errors import SandboxError
 from sandboxfs.fs.approval import approve, current_bytes, shown
-from sandboxfs.fs.context import FsContext
 from sandboxfs.fs.journaltrees import file_state, keep_tree, names_below, tree_content
-from sandboxfs.fs.outcome import Change
+from sandboxfs.fs.operation import Change, FsContext
 from sandboxfs.fs.recording import Where
 from sandboxfs.fs.revisions import SameBytes, content_revision, revision_soon, stat_key
 

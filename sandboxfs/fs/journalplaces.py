@@ -11,7 +11,7 @@ from sandboxfs.core.allowlist import Root
 from sandboxfs.core.errors import SandboxError
 from sandboxfs.core.names import quote_path
 from sandboxfs.core.pathnames import join
-from sandboxfs.fs.context import FsContext
+from sandboxfs.fs.operation import FsContext
 
 JSON = dict[str, Any]
 

@@ -17,7 +17,6 @@ from typing import Final, final
 
 from sandboxfs.core.allowlist import Root
 from sandboxfs.core.chokepoint import Confinement, Directory, Location
-from sandboxfs.fs.context import FsContext
 from sandboxfs.fs.journalobjects import DIR_MODE
 from sandboxfs.fs.journalstore import (
     DEFAULT_KEEP_SECONDS,
@@ -25,8 +24,9 @@ from sandboxfs.fs.journalstore import (
     SESSIONS,
     JournalStore,
 )
+from sandboxfs.fs.operation import FsContext
 from sandboxfs.fs.recovery import recover
-from sandboxfs.fs.workspaces import check_name
+from sandboxfs.fs.workspacebase import check_name
 
 #: Journals of sessions kept open at once (each holds a lock file's descriptor).
 OPEN_SESSIONS: Final = 64

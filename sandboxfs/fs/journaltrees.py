@@ -13,8 +13,8 @@ import stat
 from typing import TYPE_CHECKING, Any
 
 from sandboxfs.core.chokepoint import READ_FLAGS, Directory, ParentDir
-from sandboxfs.fs.context import FsContext
 from sandboxfs.fs.entries import read_entries
+from sandboxfs.fs.operation import FsContext
 from sandboxfs.fs.revisions import content_revision, stat_key
 
 if TYPE_CHECKING:

@@ -7,9 +7,9 @@ from typing import NamedTuple, final
 
 from sandboxfs.core.chokepoint import Directory, Location
 from sandboxfs.core.errors import SandboxError
-from sandboxfs.fs.context import FsContext
 from sandboxfs.fs.describe import withholds_directory_counts
 from sandboxfs.fs.entries import Entry, read_entries
+from sandboxfs.fs.operation import FsContext
 from sandboxfs.fs.trees import TooManyEntries, tree_revision_below
 
 

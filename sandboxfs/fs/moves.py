@@ -28,12 +28,11 @@ from sandboxfs.core.errors import (
     Unsupported,
 )
 from sandboxfs.fs import journaling
-from sandboxfs.fs.context import FsContext
+from sandboxfs.fs.conditional import guarded
 from sandboxfs.fs.entries import read_entries, require_regular
 from sandboxfs.fs.files import cached_file_revision, revision_of_handle
-from sandboxfs.fs.guard import guarded
 from sandboxfs.fs.metadata import SAFE_MODE_BITS, copy_xattrs
-from sandboxfs.fs.outcome import Change
+from sandboxfs.fs.operation import Change, FsContext
 from sandboxfs.fs.revisions import ABSENT, check
 from sandboxfs.fs.staging import CopyProgress, copy_contents, open_for_sync, sync_and_close
 from sandboxfs.fs.writes import stage

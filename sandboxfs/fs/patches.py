@@ -41,9 +41,9 @@ from sandboxfs.binding import syscalls
 from sandboxfs.core.chokepoint import READ_FLAGS, Directory, ParentDir, same_file
 from sandboxfs.core.errors import AlreadyExists, Conflict, NotFound, SandboxError
 from sandboxfs.fs import journaling
-from sandboxfs.fs.context import FsContext
 from sandboxfs.fs.entries import require_regular
 from sandboxfs.fs.metadata import carry_owner_and_mode, copy_xattrs
+from sandboxfs.fs.operation import FsContext
 from sandboxfs.fs.patchintent import Intent, approve_patch
 from sandboxfs.fs.revisions import exclusive_lock, holds_exactly
 from sandboxfs.fs.staging import StagedFile, open_for_sync, sync_and_close, write_all

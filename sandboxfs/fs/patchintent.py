@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, final
 
 from sandboxfs.fs import journaling
 from sandboxfs.fs.approval import Question, Touched, shown
-from sandboxfs.fs.context import FsContext
+from sandboxfs.fs.operation import FsContext
 from sandboxfs.fs.recording import Where
 from sandboxfs.fs.revisions import content_revision
 

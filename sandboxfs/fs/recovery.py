@@ -16,10 +16,10 @@ from typing import Any
 from sandboxfs.core.errors import NotADirectory, NotFound, SandboxError
 from sandboxfs.core.names import quote_path
 from sandboxfs.core.pathnames import join
-from sandboxfs.fs.context import FsContext
 from sandboxfs.fs.journalobjects import JournalError
 from sandboxfs.fs.journalplaces import find_place, shown
 from sandboxfs.fs.journalstore import JournalStore
+from sandboxfs.fs.operation import FsContext
 from sandboxfs.fs.undoing import effects, now, perform
 
 JSON = dict[str, Any]

@@ -14,13 +14,13 @@ from typing import Any
 from sandboxfs.core.chokepoint import READ_FLAGS, Directory, ParentDir
 from sandboxfs.core.errors import AlreadyExists, SandboxError
 from sandboxfs.fs import journaling, writes
-from sandboxfs.fs.context import FsContext
 from sandboxfs.fs.entries import read_entries
 from sandboxfs.fs.files import cached_file_revision
 from sandboxfs.fs.journalobjects import JournalError
 from sandboxfs.fs.journalplaces import Place
 from sandboxfs.fs.journalstore import JournalStore
 from sandboxfs.fs.journaltrees import tree_content
+from sandboxfs.fs.operation import FsContext
 from sandboxfs.fs.staging import StagedFile, write_all
 from sandboxfs.fs.trees import TooManyEntries, tree_revision_below
 

@@ -18,8 +18,8 @@ from collections.abc import Iterator
 from typing import Final
 
 from sandboxfs.core.chokepoint import Directory
-from sandboxfs.fs.context import FsContext
 from sandboxfs.fs.entries import Entry, kind_of
+from sandboxfs.fs.operation import FsContext
 from sandboxfs.fs.revisions import describe_entry, tree_revision
 
 #: Errors that make a subdirectory undescribable without making the tree so.

@@ -9,7 +9,7 @@ Guarantees:
   (the same bytes, the same tree, the same symlink text, nothing), else the
   whole undo is refused and the message names the place that changed.  Each
   change is then made as a conditional change of its own (under the entry's
-  lock, :mod:`sandboxfs.fs.guard`), so a writer racing the undo is never
+  lock, :mod:`sandboxfs.fs.conditional`), so a writer racing the undo is never
   overwritten either.
 * **Through the same operations.**  Undoing a write writes the old bytes back
   (:func:`sandboxfs.fs.writes.replace_file`), undoing a move moves back, undoing
@@ -34,11 +34,11 @@ from typing import Any, Final, final
 from sandboxfs.core.chokepoint import READ_FLAGS, ParentDir
 from sandboxfs.core.errors import NotADirectory, NotFound, SandboxError
 from sandboxfs.fs import journaling, moves, writes
-from sandboxfs.fs.context import FsContext
 from sandboxfs.fs.files import cached_file_revision
 from sandboxfs.fs.journalobjects import JournalError
 from sandboxfs.fs.journalplaces import Place, UndoRefused, find_place, shown
 from sandboxfs.fs.journalstore import JournalStore
+from sandboxfs.fs.operation import FsContext
 from sandboxfs.fs.restoring import restore, tree_content_at
 from sandboxfs.fs.revisions import ABSENT, SameBytes, content_revision, tree_revision
 from sandboxfs.fs.trees import TooManyEntries, tree_revision_below

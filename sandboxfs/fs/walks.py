@@ -16,9 +16,9 @@ from typing import final
 
 from sandboxfs.core.chokepoint import LIST_FLAGS, Directory, Handle, Location
 from sandboxfs.core.errors import NotADirectory, SandboxError
-from sandboxfs.fs.context import FsContext
 from sandboxfs.fs.entries import Entry, read_entries
 from sandboxfs.fs.files import OpenFile, open_regular
+from sandboxfs.fs.operation import FsContext
 
 
 @final

@@ -36,12 +36,11 @@ from sandboxfs.core.errors import (
 )
 from sandboxfs.core.policy import PolicyRefusal
 from sandboxfs.fs import journaling
-from sandboxfs.fs.context import FsContext
+from sandboxfs.fs.conditional import GUARD_ATTEMPTS, guarded
 from sandboxfs.fs.entries import require_regular
 from sandboxfs.fs.files import cached_file_revision
-from sandboxfs.fs.guard import GUARD_ATTEMPTS, guarded
 from sandboxfs.fs.metadata import carry_owner_and_mode, copy_xattrs
-from sandboxfs.fs.outcome import Change
+from sandboxfs.fs.operation import Change, FsContext
 from sandboxfs.fs.revisions import ABSENT, SameBytes
 from sandboxfs.fs.staging import StagedFile, after_change, open_for_sync, sync_and_close, write_all
 

@@ -2,7 +2,7 @@
 
 The allow-list in force is an immutable :class:`~sandboxfs.core.allowlist.AllowList`;
 an update builds a new one and swaps it in.  While client Roots are being
-fetched, the session holds tool calls back (:mod:`sandboxfs.session.core`), so
+fetched, the session holds tool calls back (:mod:`sandboxfs.session.protocol`), so
 none runs against a root the client has just withdrawn.
 
 Rules (the seed README, "How It Works"):
@@ -26,7 +26,7 @@ from typing import final
 
 from sandboxfs.core.allowlist import AllowList, Root
 from sandboxfs.core.policy import OPEN, Policy
-from sandboxfs.fs.workspaces import Workspace
+from sandboxfs.fs.workspacebase import Workspace
 
 log = logging.getLogger("sandboxfs")
 

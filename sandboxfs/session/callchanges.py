@@ -21,7 +21,7 @@ from sandboxfs.session.jsonrpc import CLIENT_CAPABILITIES_META_KEY
 from sandboxfs.tools import ToolSpec
 
 if TYPE_CHECKING:
-    from sandboxfs.session.server import SandboxfsServer
+    from sandboxfs.session.dispatcher import SandboxfsServer
 
 log = logging.getLogger("sandboxfs")
 

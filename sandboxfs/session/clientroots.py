@@ -1,7 +1,7 @@
 """A 2025-era client's Roots, sans I/O: the ``roots/list`` questions the server asks,
 the calls that wait for an update, and what each answer comes to.
 
-Part of the session core (:mod:`sandboxfs.session.core` owns one
+Part of the session core (:mod:`sandboxfs.session.protocol` owns one
 :class:`ClientRoots` per connection and forwards to it); like the core, it never
 reads, writes or sleeps, and returns the effects to carry out.
 

@@ -1,7 +1,7 @@
-"""Carries out what a :class:`~sandboxfs.session.core.Session` asks for, on trio.
+"""Carries out what a :class:`~sandboxfs.session.protocol.Session` asks for, on trio.
 
 The one piece between the sans-IO session and a transport: it runs calls on the
-:class:`~sandboxfs.session.server.SandboxfsServer` (each in a task of its own,
+:class:`~sandboxfs.session.dispatcher.SandboxfsServer` (each in a task of its own,
 cancellable), timers, the opening of a client's Roots, and hands every message
 the session sends to the transport's ``send``.  Both transports use it: stdio for
 the life of a connection, HTTP for one request.
@@ -24,7 +24,7 @@ from typing import Any, Final, final
 import trio
 
 from sandboxfs.session.approval import ASK_SECONDS, Answers, Asking
-from sandboxfs.session.core import Session
+from sandboxfs.session.dispatcher import SandboxfsServer
 from sandboxfs.session.effects import (
     Call,
     Cancel,
@@ -37,7 +37,7 @@ from sandboxfs.session.effects import (
     UseCommandLine,
 )
 from sandboxfs.session.jsonrpc import ProtocolError
-from sandboxfs.session.server import SandboxfsServer
+from sandboxfs.session.protocol import Session
 from sandboxfs.tools.spec import Progress
 
 log = logging.getLogger("sandboxfs")

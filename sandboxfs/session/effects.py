@@ -1,4 +1,4 @@
-"""What a :class:`~sandboxfs.session.core.Session` asks its transport to do: the
+"""What a :class:`~sandboxfs.session.protocol.Session` asks its transport to do: the
 effects it returns, in order, from each input.  Plain frozen values; the session's
 driver (:mod:`sandboxfs.session.driver`) carries them out."""
 

@@ -20,7 +20,7 @@ from sandboxfs.tools.mime import guess_mime, is_textual
 from sandboxfs.tools.reading import whole_bytes
 
 if TYPE_CHECKING:
-    from sandboxfs.session.server import SandboxfsServer
+    from sandboxfs.session.dispatcher import SandboxfsServer
 
 FILE_TEMPLATE: Final = {
     "name": "file",

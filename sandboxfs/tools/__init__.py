@@ -1,7 +1,7 @@
 """The tools sandboxfs serves, each declared once (see spec.ToolSpec).
 
 Tool functions take plain arguments and return plain data; the MCP adapter
-(sandboxfs.session.server) turns them into MCP tools.  Read-only mode keeps exactly the
+(sandboxfs.session.dispatcher) turns them into MCP tools.  Read-only mode keeps exactly the
 tools annotated read-only: the filter reads the declaration, never a second list.
 """
 

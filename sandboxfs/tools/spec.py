@@ -12,12 +12,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, final
 
+from sandboxfs.fs.facade import Sandbox
 from sandboxfs.fs.journalstore import JournalStore
 from sandboxfs.fs.limits import Limits
-from sandboxfs.fs.sandbox import Sandbox
-from sandboxfs.fs.workspaces import Workspace
-from sandboxfs.tools.accounts import Accounts
+from sandboxfs.fs.workspacebase import Workspace
 from sandboxfs.tools.codecache import ParseCache
+from sandboxfs.tools.ownernames import Accounts
 
 JSON = dict[str, Any]
 

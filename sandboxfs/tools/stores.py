@@ -3,7 +3,7 @@
 A store is a subdirectory of the one shared stores directory (an allowed directory
 like the others, so every file tool works in it); these two tools list the stores
 with their sizes and make a new one under a checked name, beneath the stores
-directory's descriptor (:mod:`sandboxfs.fs.workspaces`).
+directory's descriptor (:mod:`sandboxfs.fs.workspacebase`).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from sandboxfs.core.errors import InvalidArgument, Unsupported
-from sandboxfs.fs.workspaces import Workspace, create_store, list_stores
+from sandboxfs.fs.workspacebase import Workspace, create_store, list_stores
 from sandboxfs.tools.format import format_size
 from sandboxfs.tools.spec import (
     READ_ONLY,

@@ -26,11 +26,11 @@ from typing import Any, Final, final
 
 import trio
 
-from sandboxfs.session.core import Session
+from sandboxfs.session.dispatcher import SandboxfsServer
 from sandboxfs.session.driver import Driver
 from sandboxfs.session.jsonrpc import INVALID_REQUEST, decode, error_frame
 from sandboxfs.session.pieces import encode_pieces
-from sandboxfs.session.server import SandboxfsServer
+from sandboxfs.session.protocol import Session
 
 log = logging.getLogger("sandboxfs")
 

@@ -1,7 +1,7 @@
 """The MCP endpoint of streamable HTTP, as an ASGI application.
 
 Each POST to ``/mcp`` is one JSON-RPC message, served statelessly by a fresh
-:class:`~sandboxfs.session.core.Session` in the era its ``MCP-Protocol-Version``
+:class:`~sandboxfs.session.protocol.Session` in the era its ``MCP-Protocol-Version``
 header names (none, or a 2025 version: the 2025 era; ``2026-07-28``: that era,
 its envelope and the ``Mcp-Method``/``Mcp-Name`` headers checked against the
 body).  The answer is JSON whenever the client accepts JSON, unless the request
@@ -36,7 +36,7 @@ import trio
 from sandboxfs.core.errors import SandboxError
 from sandboxfs.session import era as eras
 from sandboxfs.session.approval import Answers
-from sandboxfs.session.core import Session
+from sandboxfs.session.dispatcher import SandboxfsServer
 from sandboxfs.session.driver import Driver
 from sandboxfs.session.envelope import unsupported_version
 from sandboxfs.session.era import Era
@@ -50,8 +50,8 @@ from sandboxfs.session.jsonrpc import (
     valid_id,
 )
 from sandboxfs.session.pieces import encode_pieces
-from sandboxfs.session.server import SandboxfsServer
-from sandboxfs.session.workspaces import WORKSPACE_HEADER, Assigned, WorkspaceRefused
+from sandboxfs.session.protocol import Session
+from sandboxfs.session.sessionworkspace import WORKSPACE_HEADER, Assigned, WorkspaceRefused
 from sandboxfs.transports.http.screening import NOSNIFF, HttpPolicy, misdirected
 
 __all__ = ["DEFAULT_VERSION", "HttpPolicy", "McpEndpoint"]
@@ -321,7 +321,7 @@ class McpEndpoint:
         self, exchange: _Exchange, message: dict[str, Any]
     ) -> tuple[SandboxfsServer | None, Assigned | None]:
         """The server view a request is served by: with ``--workspaces``, one whose
-        allow-list is the request's session (see sandboxfs.session.workspaces); None
+        allow-list is the request's session (see sandboxfs.session.sessionworkspace); None
         if the request was refused (and answered)."""
         workspaces = self.server.options.workspaces
         if workspaces is None:

@@ -20,8 +20,8 @@ from typing import Final
 
 from sandboxfs.core.chokepoint import LIST_FLAGS, READ_FLAGS, Directory, ParentDir, same_file
 from sandboxfs.core.errors import Conflict, NotARegularFile
-from sandboxfs.fs.context import FsContext
 from sandboxfs.fs.files import revision_of_open
+from sandboxfs.fs.operation import FsContext
 from sandboxfs.fs.revisions import (
     ABSENT,
     SameBytes,

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Final, final
 
 from sandboxfs.core.allowlist import AllowList
-from sandboxfs.fs.workspaces import Base, SessionGone, SessionLease, check_name
+from sandboxfs.fs.workspacebase import Base, SessionGone, SessionLease, check_name
 from sandboxfs.session.access import AccessControl
 
 #: The request header naming an operator-set session (HTTP).

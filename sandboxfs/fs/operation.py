@@ -1,5 +1,7 @@
-"""What every filesystem operation works with: the resolver, the limits and the
-shared cache of file revisions."""
+"""What every filesystem operation works with (:class:`FsContext`: the resolver, the
+limits and the shared cache of file revisions) and what a mutation reports
+(:class:`Change`: it happened, what it left, and anything that failed after the change
+was made)."""
 
 from __future__ import annotations
 
@@ -33,3 +35,18 @@ class FsContext:
     @property
     def watch(self) -> Watch:
         return self.resolver.watch
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class Change:
+    """A mutation that happened.  (One that did not raises SandboxError instead.)"""
+
+    #: The revision of what the path holds now; None when it cannot be told here.
+    revision: str | None = None
+    #: The size of the file written, appended to or copied.
+    size: int | None = None
+    #: How many entries were created or removed.
+    count: int = 1
+    #: A step after the change that failed (flushing to disk): the change stands.
+    warning: str | None = None

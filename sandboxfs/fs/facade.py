@@ -33,12 +33,11 @@ from sandboxfs.core.resolver import Resolver
 from sandboxfs.core.watch import Watch
 from sandboxfs.fs import describe as describing
 from sandboxfs.fs import directories, files, listings, moves, patches, walks, writes
-from sandboxfs.fs.context import FsContext
 from sandboxfs.fs.describe import Description
 from sandboxfs.fs.files import OpenFile
 from sandboxfs.fs.limits import Limits
 from sandboxfs.fs.listings import Listing
-from sandboxfs.fs.outcome import Change
+from sandboxfs.fs.operation import Change, FsContext
 from sandboxfs.fs.patches import FileChange
 from sandboxfs.fs.revisions import RevisionCache, SameBytes
 from sandboxfs.fs.staging import CopyProgress

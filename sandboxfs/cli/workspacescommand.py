@@ -3,7 +3,7 @@
 The command lists the sessions (id, idle time, last use, size, whether a server
 holds it) and the stores under BASE; ``--prune AGE`` removes the sessions idle
 longer than AGE that no server holds, descriptor-relative and without following
-a symlink (:func:`sandboxfs.fs.workspaces.Base.prune`), and never a store.
+a symlink (:func:`sandboxfs.fs.workspacebase.Base.prune`), and never a store.
 Exit status: 0 done, 1 BASE cannot be opened or a session could not be removed,
 2 the command line cannot be used.
 """
@@ -23,8 +23,8 @@ from sandboxfs.core.allowlist import AllowList, Root
 from sandboxfs.core.chokepoint import Confinement
 from sandboxfs.core.pathnames import relative_to
 from sandboxfs.core.policy import OPEN, Policy
-from sandboxfs.fs.workspaces import Base, SessionLease, parse_age
-from sandboxfs.session.workspaces import WorkspaceSessions
+from sandboxfs.fs.workspacebase import Base, SessionLease, parse_age
+from sandboxfs.session.sessionworkspace import WorkspaceSessions
 from sandboxfs.tools.format import format_size
 
 log = logging.getLogger("sandboxfs")

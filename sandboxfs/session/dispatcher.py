@@ -1,6 +1,6 @@
 """The server behind every session: its tools, resources and allowed directories.
 
-:class:`SandboxfsServer` does the work a :class:`~sandboxfs.session.core.Session`
+:class:`SandboxfsServer` does the work a :class:`~sandboxfs.session.protocol.Session`
 asks for.  A tool call goes from its name and arguments to its wire result:
 argument validation against the tool's input schema, the tool in a worker
 thread with timeouts, :class:`~sandboxfs.core.errors.SandboxError` as an
@@ -28,11 +28,11 @@ from sandboxfs.core.resolver import Resolver
 from sandboxfs.core.roots import roots_from_uris
 from sandboxfs.core.watch import NO_WATCH, Stall, Watch
 from sandboxfs.fs.approval import AskRules
+from sandboxfs.fs.facade import Sandbox
 from sandboxfs.fs.journalobjects import JournalError
 from sandboxfs.fs.journals import Journals
 from sandboxfs.fs.limits import Limits
 from sandboxfs.fs.revisions import RevisionCache
-from sandboxfs.fs.sandbox import Sandbox
 from sandboxfs.session import era as eras
 from sandboxfs.session.access import AccessControl, Effective
 from sandboxfs.session.approval import ApprovalRequired, Asking, Sealer
@@ -40,7 +40,6 @@ from sandboxfs.session.argcheck import compile_schema
 from sandboxfs.session.auditlog import PATH_ARGUMENTS, AuditLog
 from sandboxfs.session.blocking import BlockingRunner
 from sandboxfs.session.callchanges import call_gate, call_recording, journal_store
-from sandboxfs.session.core import SessionConfig
 from sandboxfs.session.effects import Caller
 from sandboxfs.session.jsonrpc import (
     INVALID_PARAMS,
@@ -55,14 +54,15 @@ from sandboxfs.session.metrics import (
     refusal_reason,
     tool_label,
 )
+from sandboxfs.session.protocol import SessionConfig
 from sandboxfs.session.resources import FILE_TEMPLATE, read_resource
 from sandboxfs.tools import CallContext, MediaBlock, ToolResult, ToolSpec, served_tools
-from sandboxfs.tools.accounts import Accounts
 from sandboxfs.tools.codecache import ParseCache
+from sandboxfs.tools.ownernames import Accounts
 from sandboxfs.tools.spec import Progress
 
 if TYPE_CHECKING:
-    from sandboxfs.session.workspaces import WorkspaceSessions
+    from sandboxfs.session.sessionworkspace import WorkspaceSessions
 
 log = logging.getLogger("sandboxfs")
 
