@@ -138,14 +138,14 @@ def _listings_show_hidden_entries() -> None:
 
 def _drop_the_policy_of_client_roots() -> None:
     from sandboxfs.core import roots  # noqa: PLC0415
-    from sandboxfs.session import server  # noqa: PLC0415
+    from sandboxfs.session import dispatcher  # noqa: PLC0415
 
     opened_by = roots.roots_from_uris
 
     def without_policy(*args, **options):  # type: ignore[no-untyped-def]
         return opened_by(*args, **{**options, "policy": policy.OPEN})
 
-    server.roots_from_uris = without_policy
+    dispatcher.roots_from_uris = without_policy
 
 
 def _drop_cross_process_lock() -> None:

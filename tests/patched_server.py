@@ -31,7 +31,7 @@ from typing import Any
 from sandboxfs.cli import main as cli
 from sandboxfs.core import landlock
 from sandboxfs.core.allowlist import Root
-from sandboxfs.fs import guard
+from sandboxfs.fs import conditional
 from sandboxfs.fs import patches as fs_patches
 from sandboxfs.session import clientroots, driver
 
@@ -56,7 +56,7 @@ def _no_write_lock() -> None:
     def unlocked(fd: int, path: str) -> Iterator[None]:
         yield
 
-    guard.exclusive_lock = unlocked  # type: ignore[assignment]
+    conditional.exclusive_lock = unlocked  # type: ignore[assignment]
 
 
 def _crash_patch_at(step: str) -> None:

@@ -284,7 +284,7 @@ def test_the_gate_judges_every_change_at_its_canonical_place(tmp_path: Path) -> 
     from sandboxfs.core.resolver import Resolver  # noqa: PLC0415
     from sandboxfs.fs.approval import AskRules, Gate, NotApproved, Question  # noqa: PLC0415
     from sandboxfs.fs.facade import Sandbox  # noqa: PLC0415
-    from sandboxfs.fs.patches import FileChange  # noqa: PLC0415
+    from sandboxfs.fs.patchplan import FileChange  # noqa: PLC0415
 
     root = tmp_path / "root"
     (root / "guarded").mkdir(parents=True)

@@ -26,7 +26,7 @@ from sandboxfs.core.resolver import Resolver
 from sandboxfs.fs.facade import ENTRY, FOLLOW, Sandbox
 from sandboxfs.fs.files import OpenFile
 from sandboxfs.fs.journalstore import JournalStore
-from sandboxfs.fs.patches import FileChange
+from sandboxfs.fs.patchplan import FileChange
 from sandboxfs.fs.recording import Recording
 from sandboxfs.fs.walks import TreeWalk
 

@@ -4,7 +4,11 @@ circle, only the chokepoint opens client paths.
 Layers, lowest first: the compiled shim, ``binding``, ``core`` (the chokepoint),
 ``fs`` (filesystem operations), ``tools`` (no MCP types), ``session``,
 ``transports``, ``tenancy`` (the tenants' front), ``cli``.  A module may import
-its own layer and those below.
+its own layer and the **face** of the layer right below it (that layer's package,
+``sandboxfs.fs`` for the tools, whose ``__init__`` exports what the layer above may
+use), and nothing else: not a module inside the layer below, not a layer further
+down.  Type-only and lazy imports count too.  The CLI is the composition root: it
+builds the server from every layer and may import any of them.
 The auditor (``audit``) sits beside: it may use the binding (its attacker makes
 raw syscalls) and nothing else of sandboxfs; only the CLI may start it.
 Lazy imports inside functions count; imports for type checking only do not.
@@ -96,10 +100,11 @@ def _type_checking_only(tree: ast.Module) -> set[int]:
     return lines
 
 
-def _imports(name: str, path: Path, known: set[str]) -> set[str]:
-    """The sandboxfs modules ``name`` imports at run time (lazy imports included)."""
+def _imports(name: str, path: Path, known: set[str], *, typing: bool = False) -> set[str]:
+    """The sandboxfs modules ``name`` imports at run time (lazy imports included), and
+    for type checking too if ``typing``."""
     tree = ast.parse(path.read_text())
-    skipped = _type_checking_only(tree)
+    skipped = set() if typing else _type_checking_only(tree)
     found: set[str] = set()
     for node in ast.walk(tree):
         if getattr(node, "lineno", None) in skipped:
@@ -107,17 +112,21 @@ def _imports(name: str, path: Path, known: set[str]) -> set[str]:
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module:
-            targets = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+            # ``from package import module`` imports the module; anything else, the package.
+            modules = [f"{node.module}.{alias.name}" for alias in node.names]
+            targets = [m for m in modules if m in known]
+            if len(targets) < len(modules):
+                targets.append(node.module)
         else:
             continue
         found.update(t for t in targets if t in known and t != name)
     return found
 
 
-def _graph() -> dict[str, set[str]]:
+def _graph(*, typing: bool = False) -> dict[str, set[str]]:
     modules = dict(_modules())
     known = set(modules) | {"sandboxfs._native"}
-    return {name: _imports(name, path, known) for name, path in modules.items()}
+    return {name: _imports(name, path, known, typing=typing) for name, path in modules.items()}
 
 
 def _layer(module: str) -> str:
@@ -126,6 +135,8 @@ def _layer(module: str) -> str:
 
 
 GRAPH = _graph()
+#: With the imports made for type checking only: no circle there either.
+TYPED_GRAPH = _graph(typing=True)
 
 
 def test_the_graph_sees_the_package() -> None:
@@ -133,40 +144,77 @@ def test_the_graph_sees_the_package() -> None:
     assert {_layer(m) for m in GRAPH} >= set(RANKS) - {"_native"} | {"audit"}
 
 
+#: Layers that may import any layer below them (the composition root).
+COMPOSITION_ROOT = frozenset({"cli", "__main__", "package"})
+
+
+def _statements(path: Path) -> Iterator[tuple[int, str]]:
+    """(line, module) of every ``from sandboxfs... import`` and ``import sandboxfs...``
+    in ``path``: at the top, under ``TYPE_CHECKING`` and inside functions alike."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            if node.module.split(".")[0] == "sandboxfs":
+                yield node.lineno, node.module
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "sandboxfs":
+                    yield node.lineno, alias.name
+
+
+def allowed(layer: str, imported: str) -> bool:
+    """Whether a module of ``layer`` may import the module ``imported``."""
+    target = _layer(imported)
+    if imported == "sandboxfs":  # the package itself: its version only
+        return True
+    if layer == "audit":  # the wire only; its attacker makes raw syscalls (binding)
+        return target in ("audit", "binding")
+    if target == "audit":
+        return layer == "cli"
+    if layer in COMPOSITION_ROOT:
+        return layer == "package" or RANKS[target] <= RANKS[layer]
+    if target == layer:
+        return True
+    return RANKS[target] == RANKS[layer] - 1 and imported == f"sandboxfs.{target}"
+
+
+def test_the_rule_refuses_what_it_should() -> None:
+    assert allowed("tools", "sandboxfs.fs")
+    assert allowed("tools", "sandboxfs.tools.spec")
+    assert not allowed("tools", "sandboxfs.fs.facade")  # inside the layer below
+    assert not allowed("tools", "sandboxfs.core")  # two layers down
+    assert not allowed("tools", "sandboxfs.binding.syscalls")
+    assert not allowed("fs", "sandboxfs.tools")  # upward
+    assert allowed("cli", "sandboxfs.core.landlock")  # the composition root
+    assert not allowed("audit", "sandboxfs.core")
+    assert not allowed("session", "sandboxfs.audit.runner")
+
+
 @pytest.mark.parametrize("module", sorted(GRAPH))
-def test_imports_go_one_way(module: str) -> None:
+def test_a_layer_imports_itself_and_the_face_below(module: str) -> None:
     layer = _layer(module)
-    for imported in GRAPH[module]:
-        target = _layer(imported)
-        if imported == "sandboxfs":  # the package itself: its version only
-            continue
-        if layer == "audit":
-            assert target in ("audit", "binding"), f"{module} imports {imported}"
-        elif target == "audit":
-            assert layer == "cli", f"{module} imports the auditor"
-        elif layer == "package":
-            continue
-        else:
-            assert RANKS[target] <= RANKS[layer], f"{module} ({layer}) imports {imported}"
+    path = dict(_modules())[module]
+    wrong = [f"line {n}: {m}" for n, m in _statements(path) if not allowed(layer, m)]
+    assert not wrong, f"{module} ({layer}) reaches past the face below: {wrong}"
 
 
-def test_there_is_no_import_cycle() -> None:
+@pytest.mark.parametrize("graph", [GRAPH, TYPED_GRAPH], ids=["run-time", "type-checking"])
+def test_there_is_no_import_cycle(graph: dict[str, set[str]]) -> None:
     state: dict[str, int] = {}
     path: list[str] = []
 
     def visit(module: str) -> None:
         state[module] = 1
         path.append(module)
-        for imported in sorted(GRAPH.get(module, ())):
+        for imported in sorted(graph.get(module, ())):
             if state.get(imported) == 1:
                 cycle = [*path[path.index(imported) :], imported]
                 raise AssertionError("import cycle: " + " -> ".join(cycle))
-            if imported in GRAPH and imported not in state:
+            if imported in graph and imported not in state:
                 visit(imported)
         path.pop()
         state[module] = 2
 
-    for module in sorted(GRAPH):
+    for module in sorted(graph):
         if module not in state:
             visit(module)
 

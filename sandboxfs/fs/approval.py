@@ -17,21 +17,13 @@ matching everything below it.
 from __future__ import annotations
 
 import hashlib
-import os
-import stat
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, final
 
-from sandboxfs.core.chokepoint import READ_FLAGS, ParentDir, same_file
-from sandboxfs.core.errors import SandboxError
-from sandboxfs.core.names import quote_path
-from sandboxfs.core.pathnames import join
-from sandboxfs.core.policy import Policy
-from sandboxfs.fs.revisions import SameBytes
+from sandboxfs.core import Policy, SandboxError, join, quote_path
 
 if TYPE_CHECKING:
-    from sandboxfs.fs.operation import FsContext
     from sandboxfs.fs.recording import Where
 
 
@@ -119,37 +111,3 @@ class Gate:
 def shown(place: Where) -> str:
     """A place as the user is shown it: the absolute path it resolved to."""
     return quote_path(join((place.root.rstrip("/"), *place.rel)))
-
-
-def approve(
-    ctx: FsContext, what: str, places: list[tuple[Where, bytes | None, bytes | None]]
-) -> None:
-    """Ask the user, if a place needs it (``--ask``): raises NotApproved for a no."""
-    gate = ctx.approval
-    if gate is None:
-        return
-    question = Question(
-        what, tuple(Touched(shown(place), before, after) for place, before, after in places)
-    )
-    gate.check([(place.root, place.rel) for place, _, _ in places], question)
-
-
-def current_bytes(
-    ctx: FsContext, parent: ParentDir, st: os.stat_result | None, expected: str | SameBytes | None
-) -> bytes | None:
-    """What the file holds now, for the user to see what a write replaces (None: nothing
-    there, not a regular file, or over the edit limit)."""
-    if isinstance(expected, SameBytes):
-        return expected.data
-    if st is None or not stat.S_ISREG(st.st_mode) or st.st_size > ctx.limits.edit_bytes:
-        return None
-    fd = parent.open(READ_FLAGS)
-    try:
-        if not same_file(os.fstat(fd), st):
-            return None
-        chunks = []
-        while chunk := os.read(fd, 1024 * 1024):
-            chunks.append(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)

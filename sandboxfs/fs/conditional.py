@@ -18,8 +18,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Final
 
-from sandboxfs.core.chokepoint import LIST_FLAGS, READ_FLAGS, Directory, ParentDir, same_file
-from sandboxfs.core.errors import Conflict, NotARegularFile
+from sandboxfs.core import (
+    LIST_FLAGS,
+    READ_FLAGS,
+    Conflict,
+    Directory,
+    NotARegularFile,
+    ParentDir,
+    same_file,
+)
 from sandboxfs.fs.files import revision_of_open
 from sandboxfs.fs.operation import FsContext
 from sandboxfs.fs.revisions import (

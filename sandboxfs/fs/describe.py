@@ -25,10 +25,16 @@ import os
 import stat
 from typing import NamedTuple, final
 
-from sandboxfs.binding.syscalls import Statx
-from sandboxfs.core.chokepoint import LIST_FLAGS, READ_FLAGS, Directory, Handle
-from sandboxfs.core.errors import AccessDenied, SandboxError
-from sandboxfs.core.policy import Policy
+from sandboxfs.core import (
+    LIST_FLAGS,
+    READ_FLAGS,
+    AccessDenied,
+    Directory,
+    Handle,
+    Policy,
+    SandboxError,
+    Statx,
+)
 from sandboxfs.fs.files import revision_of_open
 from sandboxfs.fs.metadata import read_xattrs
 from sandboxfs.fs.operation import FsContext

@@ -10,8 +10,15 @@ from __future__ import annotations
 
 import errno
 
-from sandboxfs.core.chokepoint import Directory, Location
-from sandboxfs.core.errors import AlreadyExists, Conflict, NotADirectory, NotFound, SandboxError
+from sandboxfs.core import (
+    AlreadyExists,
+    Conflict,
+    Directory,
+    Location,
+    NotADirectory,
+    NotFound,
+    SandboxError,
+)
 from sandboxfs.fs import journaling
 from sandboxfs.fs.files import revision_of_handle
 from sandboxfs.fs.operation import Change, FsContext

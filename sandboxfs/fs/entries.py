@@ -9,8 +9,7 @@ import stat
 from itertools import repeat
 from typing import Final, Literal, NamedTuple
 
-from sandboxfs.core.chokepoint import Directory
-from sandboxfs.core.errors import IsADirectory, NotARegularFile
+from sandboxfs.core import Directory, IsADirectory, NotARegularFile
 
 EntryKind = Literal["file", "directory", "symlink", "other"]
 

@@ -27,10 +27,7 @@ import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar, final
 
-from sandboxfs.binding.syscalls import Statx
-from sandboxfs.core.errors import InvalidPath
-from sandboxfs.core.resolver import Resolver
-from sandboxfs.core.watch import Watch
+from sandboxfs.core import InvalidPath, Resolver, Statx, Watch
 from sandboxfs.fs import describe as describing
 from sandboxfs.fs import directories, files, listings, moves, patches, walks, writes
 from sandboxfs.fs.describe import Description
@@ -38,7 +35,7 @@ from sandboxfs.fs.files import OpenFile
 from sandboxfs.fs.limits import Limits
 from sandboxfs.fs.listings import Listing
 from sandboxfs.fs.operation import Change, FsContext
-from sandboxfs.fs.patches import FileChange
+from sandboxfs.fs.patchplan import FileChange
 from sandboxfs.fs.revisions import RevisionCache, SameBytes
 from sandboxfs.fs.staging import CopyProgress
 from sandboxfs.fs.walks import TreeWalk

@@ -17,9 +17,18 @@ import os
 import stat
 from typing import Final, final
 
-from sandboxfs.core.chokepoint import READ_FLAGS, Confinement, Directory, Handle
-from sandboxfs.core.errors import Conflict, LimitExceeded, NotFound, SandboxError
-from sandboxfs.core.watch import NO_WATCH, Watch
+from sandboxfs.core import (
+    NO_WATCH,
+    READ_FLAGS,
+    Confinement,
+    Conflict,
+    Directory,
+    Handle,
+    LimitExceeded,
+    NotFound,
+    SandboxError,
+    Watch,
+)
 from sandboxfs.fs.entries import require_regular
 from sandboxfs.fs.operation import FsContext
 from sandboxfs.fs.revisions import ABSENT, file_revision, stat_key

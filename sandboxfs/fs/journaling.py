@@ -34,9 +34,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, final
 
-from sandboxfs.core.chokepoint import READ_FLAGS, Directory, ParentDir, same_file
-from sandboxfs.core.errors import SandboxError
-from sandboxfs.fs.approval import approve, current_bytes, shown
+from sandboxfs.core import READ_FLAGS, Directory, ParentDir, SandboxError, same_file
+from sandboxfs.fs.approval import Question, Touched, shown
 from sandboxfs.fs.journaltrees import file_state, keep_tree, names_below, tree_content
 from sandboxfs.fs.operation import Change, FsContext
 from sandboxfs.fs.recording import Where
@@ -51,7 +50,44 @@ ABSENT_STATE: Final[JSON] = {"kind": "absent"}
 INLINE_HASH_BYTES: Final = 4 * 1024 * 1024
 
 
+# -- asking the user (--ask) -----------------------------------------------------------
+
+
+def approve(
+    ctx: FsContext, what: str, places: list[tuple[Where, bytes | None, bytes | None]]
+) -> None:
+    """Ask the user, if a place needs it (``--ask``): raises NotApproved for a no."""
+    gate = ctx.approval
+    if gate is None:
+        return
+    question = Question(
+        what, tuple(Touched(shown(place), before, after) for place, before, after in places)
+    )
+    gate.check([(place.root, place.rel) for place, _, _ in places], question)
+
+
 # -- where a change is -----------------------------------------------------------------
+
+
+def current_bytes(
+    ctx: FsContext, parent: ParentDir, st: os.stat_result | None, expected: str | SameBytes | None
+) -> bytes | None:
+    """What the file holds now, for the user to see what a write replaces (None: nothing
+    there, not a regular file, or over the edit limit)."""
+    if isinstance(expected, SameBytes):
+        return expected.data
+    if st is None or not stat.S_ISREG(st.st_mode) or st.st_size > ctx.limits.edit_bytes:
+        return None
+    fd = parent.open(READ_FLAGS)
+    try:
+        if not same_file(os.fstat(fd), st):
+            return None
+        chunks = []
+        while chunk := os.read(fd, 1024 * 1024):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def where(ctx: FsContext, parent: ParentDir) -> Where:

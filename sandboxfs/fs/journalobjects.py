@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final, final
 
-from sandboxfs.core.chokepoint import READ_FLAGS, Directory
+from sandboxfs.core import READ_FLAGS, Directory
 
 OBJECTS: Final = "objects"
 #: Files and directories of the journal: private to the server's user.

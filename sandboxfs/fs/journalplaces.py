@@ -7,10 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, final
 
-from sandboxfs.core.allowlist import Root
-from sandboxfs.core.errors import SandboxError
-from sandboxfs.core.names import quote_path
-from sandboxfs.core.pathnames import join
+from sandboxfs.core import Root, SandboxError, join, quote_path
 from sandboxfs.fs.operation import FsContext
 
 JSON = dict[str, Any]

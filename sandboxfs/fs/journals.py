@@ -15,8 +15,7 @@ import threading
 from collections import OrderedDict
 from typing import Final, final
 
-from sandboxfs.core.allowlist import Root
-from sandboxfs.core.chokepoint import Confinement, Directory, Location
+from sandboxfs.core import Confinement, Directory, Location, Root
 from sandboxfs.fs.journalobjects import DIR_MODE
 from sandboxfs.fs.journalstore import (
     DEFAULT_KEEP_SECONDS,

@@ -44,8 +44,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from typing import Any, Final, final
 
-from sandboxfs.core.allowlist import Root
-from sandboxfs.core.chokepoint import LIST_FLAGS, READ_FLAGS, Confinement, Directory, Location
+from sandboxfs.core import LIST_FLAGS, READ_FLAGS, Confinement, Directory, Location, Root
 from sandboxfs.fs.journalobjects import (
     DIR_MODE,
     FILE_MODE,

@@ -12,7 +12,7 @@ import os
 import stat
 from typing import TYPE_CHECKING, Any
 
-from sandboxfs.core.chokepoint import READ_FLAGS, Directory, ParentDir
+from sandboxfs.core import READ_FLAGS, Directory, ParentDir
 from sandboxfs.fs.entries import read_entries
 from sandboxfs.fs.operation import FsContext
 from sandboxfs.fs.revisions import content_revision, stat_key

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from typing import NamedTuple, final
 
-from sandboxfs.core.chokepoint import Directory, Location
-from sandboxfs.core.errors import SandboxError
+from sandboxfs.core import Directory, Location, SandboxError
 from sandboxfs.fs.describe import withholds_directory_counts
 from sandboxfs.fs.entries import Entry, read_entries
 from sandboxfs.fs.operation import FsContext

@@ -15,17 +15,20 @@ import logging
 import os
 import stat
 
-from sandboxfs.binding import syscalls
-from sandboxfs.core.chokepoint import READ_FLAGS, Directory, ParentDir, same_file
-from sandboxfs.core.errors import (
+from sandboxfs.core import (
+    READ_FLAGS,
     AlreadyExists,
     Conflict,
+    Directory,
     DirectoryNotEmpty,
     LimitExceeded,
     NotARegularFile,
     NotFound,
+    ParentDir,
     SandboxError,
     Unsupported,
+    same_file,
+    syscalls,
 )
 from sandboxfs.fs import journaling
 from sandboxfs.fs.conditional import guarded

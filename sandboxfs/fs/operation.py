@@ -8,8 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, final
 
-from sandboxfs.core.resolver import Resolver
-from sandboxfs.core.watch import Watch
+from sandboxfs.core import Resolver, Watch
 from sandboxfs.fs.limits import Limits
 from sandboxfs.fs.revisions import RevisionCache
 

@@ -34,17 +34,25 @@ import dataclasses
 import errno
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from typing import Any, final
+from typing import Any
 
-from sandboxfs.binding import syscalls
-from sandboxfs.core.chokepoint import READ_FLAGS, Directory, ParentDir, same_file
-from sandboxfs.core.errors import AlreadyExists, Conflict, NotFound, SandboxError
+from sandboxfs.core import (
+    READ_FLAGS,
+    AlreadyExists,
+    Conflict,
+    Directory,
+    NotFound,
+    ParentDir,
+    SandboxError,
+    same_file,
+    syscalls,
+)
 from sandboxfs.fs import journaling
 from sandboxfs.fs.entries import require_regular
 from sandboxfs.fs.metadata import carry_owner_and_mode, copy_xattrs
 from sandboxfs.fs.operation import FsContext
 from sandboxfs.fs.patchintent import Intent, approve_patch
+from sandboxfs.fs.patchplan import FileChange, Planned
 from sandboxfs.fs.revisions import exclusive_lock, holds_exactly
 from sandboxfs.fs.staging import StagedFile, open_for_sync, sync_and_close, write_all
 
@@ -57,46 +65,6 @@ def _no_step(name: str) -> None:
 
 #: Called at each point of a commit a crash may come at; the tests kill the process.
 STEP: Callable[[str], None] = _no_step
-
-
-@final
-@dataclass(frozen=True, slots=True)
-class FileChange:
-    """One file of a patch.  ``expected``: the bytes it was read with (None: it must
-    not exist); ``data``: what it will hold (None: removed, or moved unchanged);
-    ``to``: where it moves."""
-
-    path: str
-    expected: bytes | None
-    data: bytes | None
-    to: str | None = None
-
-
-@dataclass(slots=True)
-class _Planned:
-    change: FileChange
-    src: ParentDir
-    dst: ParentDir | None = None
-    #: Directories to make before the file (names, below ``made_in``).
-    mkdirs: tuple[str, ...] = ()
-    old: os.stat_result | None = None
-    lock_fd: int = -1
-    staged: StagedFile | None = None
-    temp: str | None = None
-    done: list[str] = field(default_factory=list)
-
-    @property
-    def target(self) -> ParentDir:
-        return self.dst if self.dst is not None else self.src
-
-    @property
-    def kind(self) -> str:
-        change = self.change
-        if change.to is not None:
-            return "move" if change.data is None and self.staged is None else "move-data"
-        if change.expected is None:
-            return "create"
-        return "delete" if change.data is None else "write"
 
 
 def apply(ctx: FsContext, changes: list[FileChange]) -> int | None:
@@ -116,7 +84,7 @@ def apply(ctx: FsContext, changes: list[FileChange]) -> int | None:
         STEP("intent")
         for item in plan:
             _name_temp(item)
-        made: list[_Planned] = []
+        made: list[Planned] = []
         try:
             for number, item in enumerate(plan):
                 STEP(f"change {number}")
@@ -135,9 +103,7 @@ def apply(ctx: FsContext, changes: list[FileChange]) -> int | None:
         return intent.entry
 
 
-def _failed(
-    ctx: FsContext, exc: BaseException, item: _Planned, problems: list[str]
-) -> SandboxError:
+def _failed(ctx: FsContext, exc: BaseException, item: Planned, problems: list[str]) -> SandboxError:
     path = item.change.path
     error = exc if isinstance(exc, SandboxError) else ctx.resolver.error(exc, path)  # type: ignore[arg-type]
     if problems:
@@ -156,7 +122,7 @@ def _failed(
 # -- prepare --------------------------------------------------------------------------------
 
 
-def _resolve(ctx: FsContext, change: FileChange, stack: contextlib.ExitStack) -> _Planned:
+def _resolve(ctx: FsContext, change: FileChange, stack: contextlib.ExitStack) -> Planned:
     resolver = ctx.resolver
     try:
         if change.expected is not None and change.data is not None and change.to is None:
@@ -165,17 +131,17 @@ def _resolve(ctx: FsContext, change: FileChange, stack: contextlib.ExitStack) ->
             src, mkdirs = _free_place(ctx, change.path)
             stack.enter_context(src)
             src.dir.check_creatable((src.leaf, *mkdirs))
-            return _Planned(change, src, mkdirs=mkdirs)
+            return Planned(change, src, mkdirs=mkdirs)
         else:
             src = resolver.parent(change.path)
         stack.enter_context(src)
         src.dir.check_creatable((src.leaf,))
         if change.to is None:
-            return _Planned(change, src)
+            return Planned(change, src)
         dst, mkdirs = _free_place(ctx, change.to)
         stack.enter_context(dst)
         dst.dir.check_creatable((dst.leaf, *mkdirs))
-        return _Planned(change, src, dst, mkdirs=mkdirs)
+        return Planned(change, src, dst, mkdirs=mkdirs)
     except OSError as exc:
         raise resolver.error(exc, change.path) from None
 
@@ -201,7 +167,7 @@ def _free_place(ctx: FsContext, path: str) -> tuple[ParentDir, tuple[str, ...]]:
     return ParentDir(directory, leaf_location.name, path), ()
 
 
-def _distinct(ctx: FsContext, plan: list[_Planned]) -> None:
+def _distinct(ctx: FsContext, plan: list[Planned]) -> None:
     seen: dict[tuple[str, tuple[str, ...]], str] = {}
     for item in plan:
         places = [item.src] + ([item.dst] if item.dst is not None else [])
@@ -216,11 +182,11 @@ def _distinct(ctx: FsContext, plan: list[_Planned]) -> None:
             seen[key] = parent.path
 
 
-def _mkdirs_of(item: _Planned, parent: ParentDir) -> tuple[str, ...]:
+def _mkdirs_of(item: Planned, parent: ParentDir) -> tuple[str, ...]:
     return item.mkdirs if parent is item.target and item.mkdirs else ()
 
 
-def _lock_and_check(plan: list[_Planned], stack: contextlib.ExitStack) -> None:
+def _lock_and_check(plan: list[Planned], stack: contextlib.ExitStack) -> None:
     """Lock every existing file (in inode order: two patches never wait on each other
     in a circle) and check it holds what it was read with; check new places free."""
     existing = []
@@ -260,7 +226,7 @@ def _open_to_lock(parent: ParentDir) -> int:
         return parent.open(READ_FLAGS)
 
 
-def _stage(item: _Planned, stack: contextlib.ExitStack) -> None:
+def _stage(item: Planned, stack: contextlib.ExitStack) -> None:
     """The new content, written out of sight in the directory it will appear in."""
     change = item.change
     if (
@@ -278,7 +244,7 @@ def _stage(item: _Planned, stack: contextlib.ExitStack) -> None:
     item.staged = staged
 
 
-def _fill(fd: int, data: bytes, item: _Planned) -> None:
+def _fill(fd: int, data: bytes, item: Planned) -> None:
     if item.old is not None:  # the file's permissions, owner and attributes carry over
         carry_owner_and_mode(item.old, fd)
         copy_xattrs(item.lock_fd, fd)
@@ -286,7 +252,7 @@ def _fill(fd: int, data: bytes, item: _Planned) -> None:
     os.fsync(fd)
 
 
-def _name_temp(item: _Planned) -> None:
+def _name_temp(item: Planned) -> None:
     """A new content needs a name to be renamed from: linked only now, after the intent
     (which names it, so a crash leaves nothing a restart does not remove)."""
     if item.staged is None or item.temp is None:
@@ -298,7 +264,7 @@ def _name_temp(item: _Planned) -> None:
 # -- commit ---------------------------------------------------------------------------------
 
 
-def _commit(item: _Planned) -> None:
+def _commit(item: Planned) -> None:
     change = item.change
     target = item.target
     if item.mkdirs:
@@ -331,7 +297,7 @@ def _commit(item: _Planned) -> None:
         item.done.append("removed")
 
 
-def _flush_directories(plan: list[_Planned]) -> None:
+def _flush_directories(plan: list[Planned]) -> None:
     """Each directory the patch changed, flushed to disk once (a failure there is
     logged: the changes are made)."""
     seen: set[tuple[int, int]] = set()
@@ -346,7 +312,7 @@ def _flush_directories(plan: list[_Planned]) -> None:
             sync_and_close(open_for_sync(parent.dir))
 
 
-def _copy_across(item: _Planned) -> None:
+def _copy_across(item: Planned) -> None:
     """A move a rename cannot make: the bytes written at the destination (the source is
     removed after)."""
     target = item.target
@@ -360,7 +326,7 @@ def _copy_across(item: _Planned) -> None:
 
 
 @contextlib.contextmanager
-def _make_directories(item: _Planned) -> Iterator[Directory]:
+def _make_directories(item: Planned) -> Iterator[Directory]:
     """Make the missing directories above a new file; yields the innermost, open."""
     target = item.target
     target.mkdir()
@@ -378,7 +344,7 @@ def _make_directories(item: _Planned) -> Iterator[Directory]:
         directory.close()
 
 
-def _take_back(made: list[_Planned]) -> list[str]:
+def _take_back(made: list[Planned]) -> list[str]:
     """Undo the changes made, newest first; what could not be undone, in words."""
     problems = []
     for item in reversed(made):
@@ -389,7 +355,7 @@ def _take_back(made: list[_Planned]) -> list[str]:
     return problems
 
 
-def _undo(item: _Planned) -> None:
+def _undo(item: Planned) -> None:
     change = item.change
     target = item.target
     if "removed" in item.done:  # the old bytes back where they were
@@ -405,7 +371,7 @@ def _undo(item: _Planned) -> None:
         _remove_made(item, written="written" in item.done, made=item.done.count("mkdir"))
 
 
-def _restore(parent: ParentDir, data: bytes, item: _Planned, *, replace: bool) -> None:
+def _restore(parent: ParentDir, data: bytes, item: Planned, *, replace: bool) -> None:
     staged = StagedFile(parent.dir, parent.leaf)
     try:
         _fill(staged.fd, data, item)
@@ -417,7 +383,7 @@ def _restore(parent: ParentDir, data: bytes, item: _Planned, *, replace: bool) -
         staged.close()
 
 
-def _remove_made(item: _Planned, *, written: bool, made: int) -> None:
+def _remove_made(item: Planned, *, written: bool, made: int) -> None:
     """Remove a new file and the ``made`` directories made for it, innermost first."""
     target = item.target
     names = (target.leaf, *item.mkdirs)

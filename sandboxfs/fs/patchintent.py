@@ -8,21 +8,19 @@ from __future__ import annotations
 import os
 import secrets
 import stat
-from typing import TYPE_CHECKING, Any, final
+from typing import Any, final
 
 from sandboxfs.fs import journaling
 from sandboxfs.fs.approval import Question, Touched, shown
 from sandboxfs.fs.operation import FsContext
+from sandboxfs.fs.patchplan import Planned
 from sandboxfs.fs.recording import Where
 from sandboxfs.fs.revisions import content_revision
-
-if TYPE_CHECKING:
-    from sandboxfs.fs.patches import _Planned
 
 JSON = dict[str, Any]
 
 
-def approve_patch(ctx: FsContext, plan: list[_Planned]) -> None:
+def approve_patch(ctx: FsContext, plan: list[Planned]) -> None:
     """One question for the whole patch, if any of its places needs approval (--ask)."""
     gate = ctx.approval
     if gate is None:
@@ -58,7 +56,7 @@ class Intent:
         self.fd = -1
 
     @classmethod
-    def begin(cls, ctx: FsContext, plan: list[_Planned]) -> Intent:
+    def begin(cls, ctx: FsContext, plan: list[Planned]) -> Intent:
         recording = ctx.journal
         for item in plan:
             if item.staged is not None:
@@ -93,7 +91,7 @@ class Intent:
             self.fd = -1
 
 
-def steps_of(ctx: FsContext, item: _Planned) -> list[JSON]:
+def steps_of(ctx: FsContext, item: Planned) -> list[JSON]:
     """The journal steps of one file of a patch (as the changes they stand for record
     themselves), with the temporary names a restart must remove."""
     recording = ctx.journal

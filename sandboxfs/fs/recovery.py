@@ -13,9 +13,7 @@ from __future__ import annotations
 import stat
 from typing import Any
 
-from sandboxfs.core.errors import NotADirectory, NotFound, SandboxError
-from sandboxfs.core.names import quote_path
-from sandboxfs.core.pathnames import join
+from sandboxfs.core import NotADirectory, NotFound, SandboxError, join, quote_path
 from sandboxfs.fs.journalobjects import JournalError
 from sandboxfs.fs.journalplaces import find_place, shown
 from sandboxfs.fs.journalstore import JournalStore

@@ -11,8 +11,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from sandboxfs.core.chokepoint import READ_FLAGS, Directory, ParentDir
-from sandboxfs.core.errors import AlreadyExists, SandboxError
+from sandboxfs.core import READ_FLAGS, AlreadyExists, Directory, ParentDir, SandboxError
 from sandboxfs.fs import journaling, writes
 from sandboxfs.fs.entries import read_entries
 from sandboxfs.fs.files import cached_file_revision

@@ -34,7 +34,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Final, final
 
-from sandboxfs.core.errors import Conflict
+from sandboxfs.core import Conflict
 
 ABSENT: Final = "absent"
 #: How long a conditional mutation waits for another writer's lock.

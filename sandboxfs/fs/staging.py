@@ -21,8 +21,7 @@ import secrets
 from collections.abc import Callable
 from typing import Final, final
 
-from sandboxfs.binding import syscalls
-from sandboxfs.core.chokepoint import Directory
+from sandboxfs.core import Directory, syscalls
 
 log = logging.getLogger(__name__)
 

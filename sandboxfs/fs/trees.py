@@ -17,7 +17,7 @@ import stat
 from collections.abc import Iterator
 from typing import Final
 
-from sandboxfs.core.chokepoint import Directory
+from sandboxfs.core import Directory
 from sandboxfs.fs.entries import Entry, kind_of
 from sandboxfs.fs.operation import FsContext
 from sandboxfs.fs.revisions import describe_entry, tree_revision

@@ -31,8 +31,7 @@ import stat
 from dataclasses import dataclass
 from typing import Any, Final, final
 
-from sandboxfs.core.chokepoint import READ_FLAGS, ParentDir
-from sandboxfs.core.errors import NotADirectory, NotFound, SandboxError
+from sandboxfs.core import READ_FLAGS, NotADirectory, NotFound, ParentDir, SandboxError
 from sandboxfs.fs import journaling, moves, writes
 from sandboxfs.fs.files import cached_file_revision
 from sandboxfs.fs.journalobjects import JournalError

@@ -14,8 +14,7 @@ from __future__ import annotations
 import os
 from typing import final
 
-from sandboxfs.core.chokepoint import LIST_FLAGS, Directory, Handle, Location
-from sandboxfs.core.errors import NotADirectory, SandboxError
+from sandboxfs.core import LIST_FLAGS, Directory, Handle, Location, NotADirectory, SandboxError
 from sandboxfs.fs.entries import Entry, read_entries
 from sandboxfs.fs.files import OpenFile, open_regular
 from sandboxfs.fs.operation import FsContext

@@ -37,9 +37,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final, final
 
-from sandboxfs.core.allowlist import Root
-from sandboxfs.core.chokepoint import Confinement, Directory, Location
-from sandboxfs.core.policy import OPEN, Policy
+from sandboxfs.core import OPEN, Confinement, Directory, Location, Policy, Root
 
 SESSIONS: Final = "sessions"
 STORES: Final = "stores"

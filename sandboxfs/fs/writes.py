@@ -24,17 +24,19 @@ import stat
 from collections.abc import Callable
 from typing import Final
 
-from sandboxfs.binding import syscalls
-from sandboxfs.core.chokepoint import READ_FLAGS, ParentDir, same_file
-from sandboxfs.core.errors import (
+from sandboxfs.core import (
+    READ_FLAGS,
     AlreadyExists,
     Conflict,
     HardLinked,
+    ParentDir,
     PermissionDenied,
+    PolicyRefusal,
     SandboxError,
     Unsupported,
+    same_file,
+    syscalls,
 )
-from sandboxfs.core.policy import PolicyRefusal
 from sandboxfs.fs import journaling
 from sandboxfs.fs.conditional import GUARD_ATTEMPTS, guarded
 from sandboxfs.fs.entries import require_regular

@@ -24,9 +24,7 @@ import logging
 from dataclasses import dataclass
 from typing import final
 
-from sandboxfs.core.allowlist import AllowList, Root
-from sandboxfs.core.policy import OPEN, Policy
-from sandboxfs.fs.workspacebase import Workspace
+from sandboxfs.tools import OPEN, AllowList, Policy, Root, Workspace
 
 log = logging.getLogger("sandboxfs")
 

@@ -40,8 +40,7 @@ from typing import Any, Final, final
 
 import trio
 
-from sandboxfs.fs.approval import NotApproved, Question
-from sandboxfs.tools.unidiff import unified_diff
+from sandboxfs.tools import NotApproved, Question, unified_diff
 
 JSON = dict[str, Any]
 

@@ -23,8 +23,7 @@ from typing import Any, TypeVar, final
 import outcome
 import trio
 
-from sandboxfs.core.errors import TimedOut
-from sandboxfs.core.watch import Stall, StepWatch, Watch
+from sandboxfs.tools import Stall, StepWatch, TimedOut, Watch
 
 T = TypeVar("T")
 

@@ -10,18 +10,15 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from sandboxfs.fs.approval import Ask, Gate
-from sandboxfs.fs.journalstore import JournalStore
-from sandboxfs.fs.recording import Recording
 from sandboxfs.session import era as eras
 from sandboxfs.session.approval import Asking, ModernAsk, legacy_ask
 from sandboxfs.session.auditlog import PATH_ARGUMENTS
 from sandboxfs.session.effects import Caller
 from sandboxfs.session.jsonrpc import CLIENT_CAPABILITIES_META_KEY
-from sandboxfs.tools import ToolSpec
+from sandboxfs.tools import Ask, Gate, JournalStore, Recording, ToolSpec
 
 if TYPE_CHECKING:
-    from sandboxfs.session.dispatcher import SandboxfsServer
+    from sandboxfs.session.host import CallHost
 
 log = logging.getLogger("sandboxfs")
 
@@ -39,7 +36,7 @@ def journaled_paths(arguments: dict[str, Any]) -> tuple[str, ...]:
 
 
 def call_gate(
-    server: SandboxfsServer,
+    server: CallHost,
     spec: ToolSpec,
     arguments: dict[str, Any],
     caller: Caller,
@@ -68,7 +65,7 @@ def call_gate(
     return Gate(rules, ask)
 
 
-def journal_store(server: SandboxfsServer) -> JournalStore | None:
+def journal_store(server: CallHost) -> JournalStore | None:
     """This session's change journal (``--journal``: one per workspace session), or
     None.  Blocking: called in a worker thread."""
     journals = server.options.journals
@@ -85,7 +82,7 @@ def journal_store(server: SandboxfsServer) -> JournalStore | None:
 
 
 def call_recording(
-    server: SandboxfsServer,
+    server: CallHost,
     journal: JournalStore | None,
     spec: ToolSpec,
     arguments: dict[str, Any],

@@ -21,18 +21,6 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar, final
 import trio
 
 from sandboxfs import __version__
-from sandboxfs.core.chokepoint import Confinement
-from sandboxfs.core.errors import AccessDenied, SandboxError
-from sandboxfs.core.names import has_lone_surrogate
-from sandboxfs.core.resolver import Resolver
-from sandboxfs.core.roots import roots_from_uris
-from sandboxfs.core.watch import NO_WATCH, Stall, Watch
-from sandboxfs.fs.approval import AskRules
-from sandboxfs.fs.facade import Sandbox
-from sandboxfs.fs.journalobjects import JournalError
-from sandboxfs.fs.journals import Journals
-from sandboxfs.fs.limits import Limits
-from sandboxfs.fs.revisions import RevisionCache
 from sandboxfs.session import era as eras
 from sandboxfs.session.access import AccessControl, Effective
 from sandboxfs.session.approval import ApprovalRequired, Asking, Sealer
@@ -56,10 +44,31 @@ from sandboxfs.session.metrics import (
 )
 from sandboxfs.session.protocol import SessionConfig
 from sandboxfs.session.resources import FILE_TEMPLATE, read_resource
-from sandboxfs.tools import CallContext, MediaBlock, ToolResult, ToolSpec, served_tools
-from sandboxfs.tools.codecache import ParseCache
-from sandboxfs.tools.ownernames import Accounts
-from sandboxfs.tools.spec import Progress
+from sandboxfs.tools import (
+    NO_WATCH,
+    AccessDenied,
+    Accounts,
+    AskRules,
+    CallContext,
+    Confinement,
+    JournalError,
+    Journals,
+    Limits,
+    MediaBlock,
+    ParseCache,
+    Progress,
+    Resolver,
+    RevisionCache,
+    Sandbox,
+    SandboxError,
+    Stall,
+    ToolResult,
+    ToolSpec,
+    Watch,
+    has_lone_surrogate,
+    roots_from_uris,
+    served_tools,
+)
 
 if TYPE_CHECKING:
     from sandboxfs.session.sessionworkspace import WorkspaceSessions

@@ -38,7 +38,7 @@ from sandboxfs.session.effects import (
 )
 from sandboxfs.session.jsonrpc import ProtocolError
 from sandboxfs.session.protocol import Session
-from sandboxfs.tools.spec import Progress
+from sandboxfs.tools import Progress
 
 log = logging.getLogger("sandboxfs")
 

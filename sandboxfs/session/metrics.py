@@ -15,8 +15,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Final, Literal, Protocol, final
 
-from sandboxfs.core.errors import AccessDenied, PolicyDenied, SandboxError, TimedOut
-from sandboxfs.tools import served_tools
+from sandboxfs.tools import AccessDenied, PolicyDenied, SandboxError, TimedOut, served_tools
 
 Outcome = Literal["ok", "error"]
 Reason = Literal["outside", "policy", "read_only", "timeout"]

@@ -11,16 +11,21 @@ from __future__ import annotations
 import base64
 from typing import TYPE_CHECKING, Any, Final
 
-from sandboxfs.core.errors import IsADirectory, NotFound, SandboxError
-from sandboxfs.core.names import quote_path
-from sandboxfs.core.roots import local_path
-from sandboxfs.core.watch import Watch
 from sandboxfs.session.jsonrpc import INVALID_PARAMS, ProtocolError
-from sandboxfs.tools.mime import guess_mime, is_textual
-from sandboxfs.tools.reading import whole_bytes
+from sandboxfs.tools import (
+    IsADirectory,
+    NotFound,
+    SandboxError,
+    Watch,
+    guess_mime,
+    is_textual,
+    local_path,
+    quote_path,
+    whole_bytes,
+)
 
 if TYPE_CHECKING:
-    from sandboxfs.session.dispatcher import SandboxfsServer
+    from sandboxfs.session.host import CallHost
 
 FILE_TEMPLATE: Final = {
     "name": "file",
@@ -35,7 +40,7 @@ def _not_found(uri: str, message: str = "Resource not found") -> ProtocolError:
     return ProtocolError(INVALID_PARAMS, message, {"uri": uri})
 
 
-async def read_resource(server: SandboxfsServer, uri: str) -> dict[str, Any]:
+async def read_resource(server: CallHost, uri: str) -> dict[str, Any]:
     path = local_path(uri)
     if path is None:
         raise _not_found(uri, "Resource not found: only local file:// URIs are served")

@@ -20,7 +20,7 @@ from typing import Any, Final, final
 
 import pydantic_core
 
-from sandboxfs.core.names import quote_name
+from sandboxfs.tools import quote_name
 
 #: The most roots one answer may name; an answer with more is refused as a whole
 #: (never cut short: the client would not know which of its roots were dropped).

@@ -34,9 +34,8 @@ import secrets
 from dataclasses import dataclass
 from typing import Final, final
 
-from sandboxfs.core.allowlist import AllowList
-from sandboxfs.fs.workspacebase import Base, SessionGone, SessionLease, check_name
 from sandboxfs.session.access import AccessControl
+from sandboxfs.tools import AllowList, Base, SessionGone, SessionLease, check_name
 
 #: The request header naming an operator-set session (HTTP).
 WORKSPACE_HEADER: Final = "sandboxfs-workspace-id"

@@ -39,7 +39,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, final
 
-from sandboxfs.transports.http.credentials import hash_weakness
+from sandboxfs.transports import hash_weakness
 
 _NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}", re.ASCII)
 _HEX: Final = re.compile(r"[0-9a-f]{64}", re.ASCII)

@@ -26,12 +26,15 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-from sandboxfs.session.metrics import OUTCOMES, REASONS, UNKNOWN_TOOL, known_tools
-from sandboxfs.transports.http.metrics import (
+from sandboxfs.transports import (
     DURATION_BUCKETS,
     METRICS_PATH,
+    OUTCOMES,
+    REASONS,
+    UNKNOWN_TOOL,
     HttpMetrics,
     ProcessMetrics,
+    known_tools,
 )
 
 if TYPE_CHECKING:

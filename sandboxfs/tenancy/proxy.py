@@ -49,16 +49,18 @@ import trio
 from sandboxfs.tenancy.config import Tenants, TenantsError, load_tenants
 from sandboxfs.tenancy.metrics import FrontMetrics
 from sandboxfs.tenancy.supervisor import START_SECONDS, Workers, WorkerSettings
-from sandboxfs.transports.http.connections import MAX_SEND_TIMEOUT
-from sandboxfs.transports.http.screening import NOSNIFF, HttpPolicy, misdirected
-from sandboxfs.transports.http.server import (
+from sandboxfs.transports import (
+    MAX_SEND_TIMEOUT,
+    NOSNIFF,
     Gate,
+    HttpPolicy,
     Receive,
     Scope,
     Send,
     SidecarOptions,
     bearer,
     http_policy,
+    misdirected,
     serve_gate,
 )
 

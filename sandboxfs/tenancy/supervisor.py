@@ -35,7 +35,7 @@ from typing import Final, final
 import trio
 
 from sandboxfs.tenancy.config import Tenant, changed
-from sandboxfs.transports.http.connections import SEND_TIMEOUT
+from sandboxfs.transports import SEND_TIMEOUT
 
 log = logging.getLogger("sandboxfs")
 

@@ -7,6 +7,45 @@ tools annotated read-only: the filter reads the declaration, never a second list
 
 from __future__ import annotations
 
+from sandboxfs.fs import NO_WATCH as NO_WATCH
+from sandboxfs.fs import OPEN as OPEN
+from sandboxfs.fs import AccessDenied as AccessDenied
+from sandboxfs.fs import AllowList as AllowList
+from sandboxfs.fs import Ask as Ask
+from sandboxfs.fs import AskRules as AskRules
+from sandboxfs.fs import Base as Base
+from sandboxfs.fs import Confinement as Confinement
+from sandboxfs.fs import Gate as Gate
+from sandboxfs.fs import IsADirectory as IsADirectory
+from sandboxfs.fs import JournalError as JournalError
+from sandboxfs.fs import Journals as Journals
+from sandboxfs.fs import JournalStore as JournalStore
+from sandboxfs.fs import Limits as Limits
+from sandboxfs.fs import NotApproved as NotApproved
+from sandboxfs.fs import NotFound as NotFound
+from sandboxfs.fs import Policy as Policy
+from sandboxfs.fs import PolicyDenied as PolicyDenied
+from sandboxfs.fs import Question as Question
+from sandboxfs.fs import Recording as Recording
+from sandboxfs.fs import Resolver as Resolver
+from sandboxfs.fs import RevisionCache as RevisionCache
+from sandboxfs.fs import Root as Root
+from sandboxfs.fs import Sandbox as Sandbox
+from sandboxfs.fs import SandboxError as SandboxError
+from sandboxfs.fs import SessionGone as SessionGone
+from sandboxfs.fs import SessionLease as SessionLease
+from sandboxfs.fs import Stall as Stall
+from sandboxfs.fs import StepWatch as StepWatch
+from sandboxfs.fs import TimedOut as TimedOut
+from sandboxfs.fs import Watch as Watch
+from sandboxfs.fs import Workspace as Workspace
+from sandboxfs.fs import check_name as check_name
+from sandboxfs.fs import has_lone_surrogate as has_lone_surrogate
+from sandboxfs.fs import local_path as local_path
+from sandboxfs.fs import quote_name as quote_name
+from sandboxfs.fs import quote_path as quote_path
+from sandboxfs.fs import roots_from_uris as roots_from_uris
+from sandboxfs.tools.codecache import ParseCache as ParseCache
 from sandboxfs.tools.codemap import CODE_MAP
 from sandboxfs.tools.grepping import GREP_FILES
 from sandboxfs.tools.journaltools import JOURNAL_TOOLS
@@ -16,6 +55,9 @@ from sandboxfs.tools.listing import (
     LIST_DIRECTORY,
     LIST_DIRECTORY_WITH_SIZES,
 )
+from sandboxfs.tools.mime import guess_mime as guess_mime
+from sandboxfs.tools.mime import is_textual as is_textual
+from sandboxfs.tools.ownernames import Accounts as Accounts
 from sandboxfs.tools.patching import APPLY_PATCH
 from sandboxfs.tools.reading import (
     READ_FILE,
@@ -23,6 +65,7 @@ from sandboxfs.tools.reading import (
     READ_MULTIPLE_FILES,
     READ_TEXT_FILE,
 )
+from sandboxfs.tools.reading import whole_bytes as whole_bytes
 from sandboxfs.tools.spec import (
     Annotations as Annotations,
 )
@@ -32,6 +75,7 @@ from sandboxfs.tools.spec import (
 from sandboxfs.tools.spec import (
     MediaBlock as MediaBlock,
 )
+from sandboxfs.tools.spec import Progress as Progress
 from sandboxfs.tools.spec import (
     ToolResult as ToolResult,
 )
@@ -39,6 +83,7 @@ from sandboxfs.tools.spec import (
     ToolSpec as ToolSpec,
 )
 from sandboxfs.tools.stores import WORKSPACE_TOOLS
+from sandboxfs.tools.unidiff import unified_diff as unified_diff
 from sandboxfs.tools.walking import DIRECTORY_TREE, SEARCH_FILES
 from sandboxfs.tools.writing import (
     APPEND_FILE,

@@ -16,14 +16,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, final
 
-from sandboxfs.core.allowlist import Root
-from sandboxfs.core.errors import SandboxError
-from sandboxfs.core.names import quote_path
-from sandboxfs.core.pathnames import join
-from sandboxfs.fs.facade import Sandbox
-from sandboxfs.fs.journalobjects import JournalError
-from sandboxfs.fs.journalstore import JournalStore
-from sandboxfs.fs.revisions import content_revision
+from sandboxfs.fs import (
+    JournalError,
+    JournalStore,
+    Root,
+    Sandbox,
+    SandboxError,
+    content_revision,
+    join,
+    quote_path,
+)
 from sandboxfs.tools.format import format_size
 from sandboxfs.tools.reading import whole_bytes
 from sandboxfs.tools.unidiff import fenced, unified_diff

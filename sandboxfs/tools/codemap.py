@@ -27,9 +27,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final, final
 
-from sandboxfs.core.errors import InvalidArgument, LimitExceeded, SandboxError
-from sandboxfs.core.names import quote_path, structured_path
-from sandboxfs.fs.files import OpenFile
+from sandboxfs.fs import (
+    InvalidArgument,
+    LimitExceeded,
+    OpenFile,
+    SandboxError,
+    quote_path,
+    structured_path,
+)
 from sandboxfs.tools.codecache import ParseKey, parse_key
 from sandboxfs.tools.codefacts import Parsed, language_of
 from sandboxfs.tools.coderank import Source

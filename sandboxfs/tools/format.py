@@ -10,7 +10,7 @@ from decimal import ROUND_HALF_UP, Decimal
 from typing import Final
 from urllib.parse import quote
 
-from sandboxfs.core.pathnames import absolute_request
+from sandboxfs.fs import absolute_request
 
 _UNITS: Final = ("B", "KB", "MB", "GB", "TB")
 

@@ -26,10 +26,15 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Final, final
 
-from sandboxfs.binding.syscalls import LEAF_GONE, LEAF_LATER, LEAF_SEARCH, LeafBatch
-from sandboxfs.core.chokepoint import Directory
-from sandboxfs.core.errors import SandboxError
-from sandboxfs.fs.walks import TreeWalk
+from sandboxfs.fs import (
+    LEAF_GONE,
+    LEAF_LATER,
+    LEAF_SEARCH,
+    Directory,
+    LeafBatch,
+    SandboxError,
+    TreeWalk,
+)
 
 #: The kind of a file of a run that could not be opened or read (a ``LEAF_*`` is
 #: smaller): it is counted, not searched.

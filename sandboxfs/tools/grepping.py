@@ -34,30 +34,31 @@ from typing import Any, Final
 
 import re2
 
-from sandboxfs.binding.syscalls import (
+from sandboxfs.fs import (
     LEAF_BINARY,
     LEAF_LATER,
     LEAF_SEARCH,
     LEAF_TEXT,
-    count_byte,
-    find,
-)
-from sandboxfs.core.errors import (
     QUOTED_CHARS,
     Conflict,
+    Glob,
+    GlobError,
     InvalidArgument,
     IsADirectory,
     LimitExceeded,
     NotADirectory,
     NotARegularFile,
     NotFound,
+    OpenFile,
     SandboxError,
+    TreeWalk,
+    compile_glob,
+    count_byte,
+    find,
+    quote_path,
     quoted,
+    structured_path,
 )
-from sandboxfs.core.globs import Glob, GlobError, compile_glob
-from sandboxfs.core.names import quote_path, structured_path
-from sandboxfs.fs.files import OpenFile
-from sandboxfs.fs.walks import TreeWalk
 from sandboxfs.tools.grepahead import UNREADABLE, Reader, ReadSizes, Run
 from sandboxfs.tools.spec import READ_ONLY, CallContext, Param, Progress, ToolResult, ToolSpec
 from sandboxfs.tools.walking import Walker

@@ -16,12 +16,16 @@ from __future__ import annotations
 
 from typing import Final
 
-from sandboxfs.core.errors import InvalidArgument, SandboxError, Unsupported
-from sandboxfs.fs import undoing
-from sandboxfs.fs.journalobjects import JournalError
-from sandboxfs.fs.journalplaces import UndoRefused
-from sandboxfs.fs.journalrecords import Indexed
-from sandboxfs.fs.journalstore import JournalStore
+from sandboxfs.fs import (
+    Indexed,
+    InvalidArgument,
+    JournalError,
+    JournalStore,
+    SandboxError,
+    UndoRefused,
+    Unsupported,
+    undoing,
+)
 from sandboxfs.tools.changes import (
     render,
     sandbox_reader,

@@ -7,7 +7,10 @@ import base64
 import stat
 from typing import Any
 
-from sandboxfs.core.names import (
+from sandboxfs.fs import (
+    Description,
+    Entry,
+    kind_of,
     quote_name,
     quote_names,
     quote_path,
@@ -15,8 +18,6 @@ from sandboxfs.core.names import (
     structured_names,
     structured_path,
 )
-from sandboxfs.fs.describe import Description
-from sandboxfs.fs.entries import Entry, kind_of
 from sandboxfs.tools.format import format_size, iso_time
 from sandboxfs.tools.spec import READ_ONLY, CallContext, Param, ToolResult, ToolSpec, path_param
 

@@ -48,7 +48,7 @@ import time
 from collections.abc import Sequence
 from typing import Final
 
-from sandboxfs.core import landlock, seccomp
+from sandboxfs.fs import landlock, seccomp
 from sandboxfs.tools.codefacts import LANGUAGES
 from sandboxfs.tools.codeparse import ParseStopped, extract, load_grammars, prepare
 from sandboxfs.tools.parsewire import (

@@ -36,7 +36,7 @@ import threading
 import time
 from typing import Final, final
 
-from sandboxfs.core.errors import SandboxError
+from sandboxfs.fs import SandboxError
 from sandboxfs.tools.parsewire import COMMAND, KILL, SPAWN, SPAWNED, TEST_ABORT_ENV
 
 #: Fresh helpers kept waiting for the next call.

@@ -16,9 +16,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final, final
 
-from sandboxfs.core.errors import InvalidArgument, NotFound, SandboxError
-from sandboxfs.fs.patches import FileChange
-from sandboxfs.fs.revisions import ABSENT, content_revision
+from sandboxfs.fs import (
+    ABSENT,
+    FileChange,
+    InvalidArgument,
+    NotFound,
+    SandboxError,
+    content_revision,
+)
 from sandboxfs.tools.patchparse import FilePatch, PatchError, apply_hunks, parse_patch
 from sandboxfs.tools.reading import whole_bytes
 from sandboxfs.tools.spec import Annotations, CallContext, Param, ToolResult, ToolSpec

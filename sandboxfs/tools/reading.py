@@ -6,10 +6,15 @@ from __future__ import annotations
 import base64
 from typing import Final
 
-from sandboxfs.core.errors import QUOTED_CHARS, InvalidArgument, LimitExceeded, SandboxError
-from sandboxfs.core.pathnames import MAX_PATH_BYTES
-from sandboxfs.fs.files import OpenFile
-from sandboxfs.fs.revisions import content_revision
+from sandboxfs.fs import (
+    MAX_PATH_BYTES,
+    QUOTED_CHARS,
+    InvalidArgument,
+    LimitExceeded,
+    OpenFile,
+    SandboxError,
+    content_revision,
+)
 from sandboxfs.tools.format import display_base, file_uri
 from sandboxfs.tools.mime import guess_mime
 from sandboxfs.tools.spec import (

@@ -12,10 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, final
 
-from sandboxfs.fs.facade import Sandbox
-from sandboxfs.fs.journalstore import JournalStore
-from sandboxfs.fs.limits import Limits
-from sandboxfs.fs.workspacebase import Workspace
+from sandboxfs.fs import JournalStore, Limits, Sandbox, Workspace
 from sandboxfs.tools.codecache import ParseCache
 from sandboxfs.tools.ownernames import Accounts
 

@@ -10,8 +10,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from sandboxfs.core.errors import InvalidArgument, Unsupported
-from sandboxfs.fs.workspacebase import Workspace, create_store, list_stores
+from sandboxfs.fs import InvalidArgument, Unsupported, Workspace, create_store, list_stores
 from sandboxfs.tools.format import format_size
 from sandboxfs.tools.spec import (
     READ_ONLY,

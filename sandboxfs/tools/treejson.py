@@ -16,8 +16,7 @@ from typing import Final
 
 import pydantic_core
 
-from sandboxfs.core.names import quote_names
-from sandboxfs.fs.entries import Entry
+from sandboxfs.fs import Entry, quote_names
 
 #: Small strings joined into one chunk at a time.
 _CHUNK: Final = 8192

@@ -14,11 +14,20 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Final
 
-from sandboxfs.core.errors import InvalidArgument, LimitExceeded, SandboxError
-from sandboxfs.core.globs import Glob, GlobError, compile_glob
-from sandboxfs.core.names import quote_name, quote_names, structured_names, structured_path
-from sandboxfs.fs.entries import Entry
-from sandboxfs.fs.walks import TreeWalk
+from sandboxfs.fs import (
+    Entry,
+    Glob,
+    GlobError,
+    InvalidArgument,
+    LimitExceeded,
+    SandboxError,
+    TreeWalk,
+    compile_glob,
+    quote_name,
+    quote_names,
+    structured_names,
+    structured_path,
+)
 from sandboxfs.tools.format import display_base
 from sandboxfs.tools.spec import (
     READ_ONLY,

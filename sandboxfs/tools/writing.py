@@ -5,9 +5,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from sandboxfs.core.errors import InvalidArgument, LimitExceeded
-from sandboxfs.fs.operation import Change
-from sandboxfs.fs.revisions import ABSENT, SameBytes, check, content_revision, revision_soon
+from sandboxfs.fs import (
+    ABSENT,
+    Change,
+    InvalidArgument,
+    LimitExceeded,
+    SameBytes,
+    check,
+    content_revision,
+    revision_soon,
+)
 from sandboxfs.tools.reading import whole_bytes
 from sandboxfs.tools.spec import (
     Annotations,

@@ -26,11 +26,15 @@ from typing import Any, Final, final
 
 import trio
 
-from sandboxfs.session.dispatcher import SandboxfsServer
-from sandboxfs.session.driver import Driver
-from sandboxfs.session.jsonrpc import INVALID_REQUEST, decode, error_frame
-from sandboxfs.session.pieces import encode_pieces
-from sandboxfs.session.protocol import Session
+from sandboxfs.session import (
+    INVALID_REQUEST,
+    Driver,
+    SandboxfsServer,
+    Session,
+    decode,
+    encode_pieces,
+    error_frame,
+)
 
 log = logging.getLogger("sandboxfs")
 

@@ -33,25 +33,27 @@ from typing import Any, Final, final
 
 import trio
 
-from sandboxfs.core.errors import SandboxError
-from sandboxfs.session import era as eras
-from sandboxfs.session.approval import Answers
-from sandboxfs.session.dispatcher import SandboxfsServer
-from sandboxfs.session.driver import Driver
-from sandboxfs.session.envelope import unsupported_version
-from sandboxfs.session.era import Era
-from sandboxfs.session.jsonrpc import (
+from sandboxfs.session import (
     HEADER_MISMATCH,
     INTERNAL_ERROR,
     INVALID_REQUEST,
     PARSE_ERROR,
     PROTOCOL_VERSION_META_KEY,
+    WORKSPACE_HEADER,
+    Answers,
+    Assigned,
+    Driver,
+    Era,
+    SandboxError,
+    SandboxfsServer,
+    Session,
+    WorkspaceRefused,
+    encode_pieces,
     error_message,
+    unsupported_version,
     valid_id,
 )
-from sandboxfs.session.pieces import encode_pieces
-from sandboxfs.session.protocol import Session
-from sandboxfs.session.sessionworkspace import WORKSPACE_HEADER, Assigned, WorkspaceRefused
+from sandboxfs.session import era as eras
 from sandboxfs.transports.http.screening import NOSNIFF, HttpPolicy, misdirected
 
 __all__ = ["DEFAULT_VERSION", "HttpPolicy", "McpEndpoint"]

@@ -39,7 +39,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector
 
-from sandboxfs.session.metrics import OUTCOMES, REASONS, UNKNOWN_TOOL, Outcome, Reason
+from sandboxfs.session import OUTCOMES, REASONS, UNKNOWN_TOOL, Outcome, Reason
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

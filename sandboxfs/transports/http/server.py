@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol, final
 
 import trio
 
-from sandboxfs.session.dispatcher import SandboxfsServer
+from sandboxfs.session import SandboxfsServer
 from sandboxfs.transports.http.connections import SEND_TIMEOUT, serve_connections
 from sandboxfs.transports.http.endpoint import HttpPolicy, McpEndpoint
 
