@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import functools
 import operator
 import os
@@ -10,7 +11,7 @@ from itertools import repeat
 from typing import Final, Literal, NamedTuple
 
 from sandboxfs.core.chokepoint import Directory
-from sandboxfs.core.errors import IsADirectory, NotARegularFile
+from sandboxfs.core.errors import NotARegularFile, errno_error
 
 EntryKind = Literal["file", "directory", "symlink", "other"]
 
@@ -41,7 +42,7 @@ def kind_of(mode: int) -> EntryKind:
 def require_regular(st: os.stat_result, path: str) -> None:
     """Refuse anything that is not a regular file, saying what it is."""
     if stat.S_ISDIR(st.st_mode):
-        raise IsADirectory(f"EISDIR: is a directory, not a file: {path}")
+        raise errno_error(errno.EISDIR, path, "not a file")
     if not stat.S_ISREG(st.st_mode):
         raise NotARegularFile(f"Not a regular file (FIFO, socket or device): {path}")
 

@@ -39,7 +39,7 @@ from typing import Any, final
 
 from sandboxfs.binding import syscalls
 from sandboxfs.core.chokepoint import READ_FLAGS, Directory, ParentDir, same_file
-from sandboxfs.core.errors import AlreadyExists, Conflict, NotFound, SandboxError
+from sandboxfs.core.errors import Conflict, NotFound, SandboxError, errno_error
 from sandboxfs.fs import journaling
 from sandboxfs.fs.context import FsContext
 from sandboxfs.fs.entries import require_regular
@@ -209,10 +209,7 @@ def _distinct(ctx: FsContext, plan: list[_Planned]) -> None:
             where = journaling.where(ctx, parent)
             key = (where.root, where.rel + _mkdirs_of(item, parent))
             if key in seen:
-                raise SandboxError(
-                    f"EINVAL: the patch changes one file twice: {seen[key]} and {parent.path}",
-                    "EINVAL",
-                )
+                raise errno_error(errno.EINVAL, parent.path, "patch changes twice", first=seen[key])
             seen[key] = parent.path
 
 
@@ -229,11 +226,11 @@ def _lock_and_check(plan: list[_Planned], stack: contextlib.ExitStack) -> None:
         target = item.target
         creates = change.expected is None or item.dst is not None
         if creates and not item.mkdirs and target.lstat() is not None:
-            raise AlreadyExists(f"EEXIST: the patch would create {target.path}, which exists")
+            raise errno_error(errno.EEXIST, target.path, "patch would create")
         if change.expected is not None:
             st = item.src.lstat()
             if st is None:
-                raise NotFound(f"ENOENT: no such file: {change.path}")
+                raise errno_error(errno.ENOENT, change.path, "patch file missing")
             require_regular(st, change.path)
             item.old = st
             existing.append(item)

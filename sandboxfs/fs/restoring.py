@@ -8,11 +8,12 @@ is captured for the journal like any change (:mod:`sandboxfs.fs.journaling`).
 
 from __future__ import annotations
 
+import errno
 import os
 from typing import Any
 
 from sandboxfs.core.chokepoint import READ_FLAGS, Directory, ParentDir
-from sandboxfs.core.errors import AlreadyExists, SandboxError
+from sandboxfs.core.errors import AlreadyExists, errno_error
 from sandboxfs.fs import journaling, writes
 from sandboxfs.fs.context import FsContext
 from sandboxfs.fs.entries import read_entries
@@ -162,5 +163,5 @@ def _make_entry(
         finally:
             staged.close()
     else:
-        raise SandboxError(f"EINVAL: a special file below {path} cannot be made again", "EINVAL")
+        raise errno_error(errno.EINVAL, path, "special file")
     return None

@@ -23,6 +23,7 @@ from typing import Final, final
 
 from sandboxfs.binding import syscalls
 from sandboxfs.core.chokepoint import Directory
+from sandboxfs.core.errors import errno_words
 
 log = logging.getLogger(__name__)
 
@@ -82,8 +83,7 @@ def after_change(what: str, step: Callable[[], None]) -> str | None:
         step()
     except OSError as exc:
         log.warning("%s failed after the change was made: %s", what, exc.strerror)
-        code = errno.errorcode.get(exc.errno or 0, "EIO")
-        return f"the change was made, but {what} failed ({code}: {exc.strerror})"
+        return f"the change was made, but {what} failed ({errno_words(exc.errno)})"
     return None
 
 

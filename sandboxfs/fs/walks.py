@@ -11,11 +11,12 @@ handle showed a regular file (same inode), so special files are never opened.
 
 from __future__ import annotations
 
+import errno
 import os
 from typing import final
 
 from sandboxfs.core.chokepoint import LIST_FLAGS, Directory, Handle, Location
-from sandboxfs.core.errors import NotADirectory, SandboxError
+from sandboxfs.core.errors import SandboxError, errno_error
 from sandboxfs.fs.context import FsContext
 from sandboxfs.fs.entries import Entry, read_entries
 from sandboxfs.fs.files import OpenFile, open_regular
@@ -29,7 +30,7 @@ class TreeWalk:
 
     def __init__(self, ctx: FsContext, start: Handle) -> None:
         if not start.is_dir:
-            raise NotADirectory(f"ENOTDIR: not a directory: {start.path}")
+            raise errno_error(errno.ENOTDIR, start.path)
         self.ctx = ctx
         self.path = start.path
         #: The start, canonical: what is below it is reopened exactly.
