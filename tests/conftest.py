@@ -229,6 +229,19 @@ def _parse_supervisor_inherits_descriptors() -> None:
     parsepool.subprocess = Leaky  # type: ignore[assignment]
 
 
+def _errors_carry_the_os_context() -> None:
+    from sandboxfs.core import errors  # noqa: PLC0415
+
+    real = errors.from_oserror
+
+    def leaky(exc: OSError, path: str, *, no_xdev: bool = False) -> errors.SandboxError:
+        error = real(exc, path, no_xdev=no_xdev)
+        error.message += f" ({exc.strerror}: {exc.filename})"  # what the OS said, to the client
+        return error
+
+    errors.from_oserror = leaky  # type: ignore[assignment]
+
+
 MUTANTS = {
     "undo-is-blind": _undo_is_blind,
     "patch-without-rollback": _patch_without_rollback,
@@ -251,6 +264,7 @@ MUTANTS = {
     "drop-the-policy-of-client-roots": _drop_the_policy_of_client_roots,
     "seccomp-filter-allows-what-it-lists": _seccomp_filter_allows_what_it_lists,
     "parse-supervisor-inherits-descriptors": _parse_supervisor_inherits_descriptors,
+    "errors-carry-the-os-context": _errors_carry_the_os_context,
 }
 
 

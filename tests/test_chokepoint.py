@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import errno
 import os
-import threading
 from collections import Counter
 
 import pytest
 
-from helpers import CANARY, Tree
-from sandboxfs.binding import syscalls
+from helpers import CANARY, Tree, exchanging
 from sandboxfs.core.chokepoint import Location
 from sandboxfs.core.errors import AccessDenied, Conflict, SandboxError
 
@@ -111,24 +109,9 @@ def test_a_description_never_mixes_two_links(tree: Tree) -> None:
     (tree.root / "l").symlink_to("inside.txt")
     (tree.root / "other").symlink_to(outside_text)
     sandbox = tree.sandbox()
-    stop = threading.Event()
-    swaps = 0
-
-    def attacker() -> None:
-        nonlocal swaps
-        fd = os.open(tree.root, os.O_PATH | os.O_DIRECTORY)
-        try:
-            while not stop.is_set():
-                syscalls.renameat2(fd, "l", fd, "other", syscalls.RENAME_EXCHANGE)
-                swaps += 1
-        finally:
-            os.close(fd)
-
     seen: Counter[str] = Counter()
-    thread = threading.Thread(target=attacker, daemon=True)
-    thread.start()
-    try:
-        while (min(seen["inside"], seen["outside"]) < 50 or swaps < 100) and sum(
+    with exchanging(tree.root, "l", "other") as attacker:
+        while (min(seen["inside"], seen["outside"]) < 50 or attacker.swaps < 100) and sum(
             seen.values()
         ) < 500_000:
             try:
@@ -143,10 +126,7 @@ def test_a_description_never_mixes_two_links(tree: Tree) -> None:
             else:
                 assert found.link_text is None and found.size_hidden, found
                 seen["outside"] += 1
-    finally:
-        stop.set()
-        thread.join()
     # The race was real: the attacker swapped, and both states were described.
-    assert swaps >= 100
+    assert attacker.swaps >= 100
     assert seen["inside"] >= 50 and seen["outside"] >= 50, seen
     assert (tree.outside / "secret.txt").read_bytes() == CANARY

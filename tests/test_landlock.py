@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from helpers import CANARY, Tree, snapshot
+from helpers import CANARY, Tree, in_child, snapshot
 from mcp_client import PATCHED, SERVER, run, server_env, session
 from sandboxfs.core import landlock
 from sandboxfs.core.allowlist import Root
@@ -27,26 +27,17 @@ def _in_confined_child(
 ) -> str:
     """Apply Landlock in a forked child, run ``check`` there, return its outcome
     (``under_front``: on top of the tenants' front's layer, as a worker is)."""
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(read_end)
+
+    def confined() -> str:
         try:
             if under_front:
                 landlock.confine_network()
             landlock.confine([Root.open(str(root))], read_only=read_only)
-            outcome = f"ok:{check()}"
+            return f"ok:{check()}"
         except OSError as exc:
-            outcome = f"errno:{errno.errorcode.get(exc.errno or 0)}"
-        except BaseException as exc:
-            outcome = f"error:{exc!r}"
-        os.write(write_end, outcome.encode())
-        os._exit(0)
-    os.close(write_end)
-    with os.fdopen(read_end) as inp:
-        outcome = inp.read()
-    os.waitpid(pid, 0)
-    return outcome
+            return f"errno:{errno.errorcode.get(exc.errno or 0)}"
+
+    return in_child(confined)
 
 
 def test_outside_reads_and_writes_fail_even_with_the_openat2_layer_bypassed(tree: Tree) -> None:

@@ -91,6 +91,9 @@ KILLED_BY = {
         "tests/test_parse_helpers.py::"
         "test_the_supervisor_and_its_helpers_hold_no_directory_and_are_confined"
     ),
+    "errors-carry-the-os-context": (
+        "tests/test_error_gate.py::test_what_the_os_said_goes_to_the_debug_log_never_to_the_client"
+    ),
 }
 
 

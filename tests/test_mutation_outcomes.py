@@ -10,7 +10,6 @@ from __future__ import annotations
 import errno
 import hashlib
 import os
-import pickle
 import resource
 import stat
 import subprocess
@@ -20,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from helpers import Tree
+from helpers import Tree, in_child
 from sandboxfs.binding import syscalls
 from sandboxfs.core.chokepoint import Directory, ParentDir
 from sandboxfs.core.errors import SandboxError
@@ -104,27 +103,6 @@ def _limit_leaving(free: int) -> int:
     return limit
 
 
-def _in_child(fn: Callable[[], Any]) -> Any:
-    """``fn()`` in a forked child (so its resource limits stay there)."""
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(read_end)
-        try:
-            payload = pickle.dumps((True, fn()))
-        except BaseException as exc:
-            payload = pickle.dumps((False, repr(exc)))
-        os.write(write_end, payload)
-        os._exit(0)
-    os.close(write_end)
-    with os.fdopen(read_end, "rb") as inp:
-        data = inp.read()
-    os.waitpid(pid, 0)
-    ok, value = pickle.loads(data)
-    assert ok, value
-    return value
-
-
 MUTATIONS: dict[str, Callable[[Sandbox, int], object]] = {
     "replace": lambda s, i: s.replace_file("f.txt", f"new {i}".encode()),
     "create": lambda s, i: s.create_file(f"new-{i}.txt", b"new"),
@@ -185,7 +163,7 @@ def test_with_too_few_descriptors_a_mutation_happens_whole_or_not_at_all(
             outcomes.append((before, _state(root, name, i), failure))
         return outcomes
 
-    outcomes = _in_child(attempts)
+    outcomes = in_child(attempts)
     refused = [o for o in outcomes if o[2] is not None]
     assert refused and refused[0][2] == "EMFILE", outcomes  # the limit did bite
     assert any(o[2] is None for o in outcomes), outcomes  # and was loose enough at last

@@ -12,11 +12,9 @@ from __future__ import annotations
 import errno
 import json
 import os
-import pickle
 import re
 import subprocess
 import sys
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -26,8 +24,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from test_escapes import TARGETS, _call
 
-from helpers import Tree, make_tree, snapshot
-from sandboxfs.binding import syscalls
+from helpers import Tree, exchanging, in_child, make_tree, snapshot
 from sandboxfs.cli.policies import Rules, configure, load_policy_file, split_mode
 from sandboxfs.core import landlock
 from sandboxfs.core.allowlist import AllowList, Root, nest_policies
@@ -351,28 +348,6 @@ def test_a_read_only_directory_refuses_every_change_and_says_so(tree: Tree) -> N
 # -- Landlock alone ------------------------------------------------------------------
 
 
-def _in_a_confined_child(fn: Callable[[], Any]) -> Any:
-    """``fn()`` in a forked child (one thread: Landlock can be applied there)."""
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # child
-        os.close(read_end)
-        try:
-            outcome: tuple[bool, Any] = (True, fn())
-        except BaseException as exc:  # reported to the parent
-            outcome = (False, repr(exc))
-        with os.fdopen(write_end, "wb") as out:
-            out.write(pickle.dumps(outcome))
-        os._exit(0)
-    os.close(write_end)
-    with os.fdopen(read_end, "rb") as inp:
-        data = inp.read()
-    os.waitpid(pid, 0)
-    ok, value = pickle.loads(data)
-    assert ok, value
-    return value
-
-
 def _raw_changes(top: Path) -> dict[str, str]:
     """Every kind of change, made on plain paths: no openat2, no chokepoint."""
     attempts: dict[str, Callable[[], object]] = {
@@ -412,7 +387,7 @@ def test_landlock_alone_refuses_every_change_beneath_a_read_only_directory(tmp_p
         assert status.enforced, status.detail
         return {"frozen": _raw_changes(frozen), "open": _raw_changes(open_)}
 
-    outcome = _in_a_confined_child(confined)
+    outcome = in_child(confined)
     assert set(outcome["frozen"].values()) == {"EACCES"}, outcome["frozen"]
     # The same changes beneath the writable directory all happen: the child could
     # change files, and only the policy's directory refused.
@@ -574,18 +549,6 @@ def test_an_attacker_exchanging_a_directory_with_a_link_to_a_hidden_one_never_ge
     sandbox = _sandbox(tree)
     ctx = _ctx(tree)
     before = _guarded(tree)
-    stop = threading.Event()
-    swaps = 0
-
-    def attacker() -> None:
-        nonlocal swaps
-        fd = os.open(tree.root, os.O_PATH | os.O_DIRECTORY)
-        try:
-            while not stop.is_set():
-                syscalls.renameat2(fd, "d", fd, "s", syscalls.RENAME_EXCHANGE)
-                swaps += 1
-        finally:
-            os.close(fd)
 
     def read() -> object:
         with sandbox.open_file("d/inside.txt") as f:
@@ -599,9 +562,7 @@ def test_an_attacker_exchanging_a_directory_with_a_link_to_a_hidden_one_never_ge
         lambda: grep_files(ctx, "i", path="d").text,
     ]
     served = refused = 0
-    thread = threading.Thread(target=attacker, daemon=True)
-    thread.start()
-    try:
+    with exchanging(tree.root, "d", "s") as attacker:
         for i in range(2500):
             try:
                 result = operations[i % len(operations)]()
@@ -612,9 +573,7 @@ def test_an_attacker_exchanging_a_directory_with_a_link_to_a_hidden_one_never_ge
             served += 1
             assert SECRET not in repr(result).encode()
             assert "inside.txt" not in repr(result) or "vault" not in repr(result)
-    finally:
-        stop.set()
-        thread.join()
+    swaps = attacker.swaps
     assert swaps > 1000 and served > 0 and refused > 0, (swaps, served, refused)
     for copy in tree.root.glob("copy-*"):
         assert copy.read_bytes() == b"visible\n"

@@ -6,13 +6,11 @@ and listings run through the Root layer.  Zero canary reads, zero outside change
 from __future__ import annotations
 
 import os
-import threading
 from collections import Counter
 
 import pytest
 
-from helpers import CANARY, Tree, snapshot
-from sandboxfs.binding import syscalls
+from helpers import CANARY, Tree, exchanging, snapshot
 from sandboxfs.core.errors import SandboxError
 from sandboxfs.fs.facade import Sandbox
 
@@ -23,18 +21,6 @@ def _attack(tree: Tree, sandbox: Sandbox, attempts: int) -> Counter[str]:
     (tree.outside / "dir" / "f").write_bytes(CANARY)
     (tree.root / "s").symlink_to(tree.outside / "dir")
     before = snapshot(tree.outside)
-    stop = threading.Event()
-    swaps = 0
-
-    def attacker() -> None:
-        nonlocal swaps
-        fd = os.open(tree.root, os.O_PATH | os.O_DIRECTORY)
-        try:
-            while not stop.is_set():
-                syscalls.renameat2(fd, "d", fd, "s", syscalls.RENAME_EXCHANGE)
-                swaps += 1
-        finally:
-            os.close(fd)
 
     def read() -> object:
         with sandbox.open_file("d/f") as f:
@@ -51,9 +37,7 @@ def _attack(tree: Tree, sandbox: Sandbox, attempts: int) -> Counter[str]:
         ("copy", lambda: sandbox.copy_file("d/f", f"d/k{os.urandom(4).hex()}")),
     ]
     outcomes: Counter[str] = Counter()
-    thread = threading.Thread(target=attacker, daemon=True)
-    thread.start()
-    try:
+    with exchanging(tree.root, "d", "s") as attacker:
         for i in range(attempts):
             _, operation = operations[i % len(operations)]
             try:
@@ -66,10 +50,7 @@ def _attack(tree: Tree, sandbox: Sandbox, attempts: int) -> Counter[str]:
                 isinstance(result, list) and any(e.name == "secret.txt" for e in result)
             ):
                 outcomes["canary"] += 1
-    finally:
-        stop.set()
-        thread.join()
-    outcomes["swaps"] = swaps
+    outcomes["swaps"] = attacker.swaps
     assert snapshot(tree.outside) == before
     return outcomes
 

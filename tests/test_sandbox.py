@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 import sandboxfs.fs.trees as trees_module
-from helpers import CANARY, Tree, run_as_nobody, snapshot
+from helpers import CANARY, Tree, in_child, run_as_nobody, snapshot
 from sandboxfs.core.errors import (
     AccessDenied,
     AlreadyExists,
@@ -370,31 +370,19 @@ def test_ordinary_user_can_write_where_permitted(tree: Tree, sandbox: Sandbox) -
 
 
 def _in_child_with_file_size_limit(fn, limit: int = 4096):  # type: ignore[no-untyped-def]
-    """Run fn in a forked child where files cannot grow past ``limit`` bytes (EFBIG)."""
+    """Run fn in a forked child where files cannot grow past ``limit`` bytes (EFBIG):
+    ``"ok"``, or the name of the SandboxError it raised."""
 
-    def limited():  # type: ignore[no-untyped-def]
+    def limited() -> str:
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
-        return fn()
-
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(read_end)
         try:
-            limited()
-            message = b"ok"
+            fn()
         except SandboxError as exc:
-            message = type(exc).__name__.encode()
-        except BaseException as exc:
-            message = repr(exc).encode()
-        os.write(write_end, message)
-        os._exit(0)
-    os.close(write_end)
-    with os.fdopen(read_end, "rb") as inp:
-        result = inp.read().decode()
-    os.waitpid(pid, 0)
-    return result
+            return type(exc).__name__
+        return "ok"
+
+    return in_child(limited)
 
 
 def test_failed_replace_leaves_the_old_file_and_no_debris(tree: Tree, sandbox: Sandbox) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import io
+import json
 import logging
 import shutil
 import subprocess
@@ -160,6 +161,13 @@ class _Servers:
             ),
         }
 
+    def audited(self, config: str) -> list[dict[str, Any]]:
+        """The tool calls the audit log of ``config``'s server recorded since the reset."""
+        log = self.logs[list(self.servers).index(config)]
+        log.flush()
+        records = map(json.loads, log.buffer.getvalue().decode("utf-8").splitlines())
+        return [record for record in records if record.get("event") == "tool_call"]
+
     def reset(self, directory: Path) -> None:
         for log in self.logs:  # each call's line is written, then dropped
             log.seek(0)
@@ -227,9 +235,13 @@ def _check(
     assert "error" not in answer, (tool, arguments, answer)  # never -32603, nor any other
     result = answer["result"]
     assert isinstance(result["isError"], bool)
+    code = None
     if result["isError"]:
         error = result["structuredContent"]["error"]
         assert error["code"] and error["message"]
+        code = error["code"]
+    # The audit log records the call once, with the very code the client was given.
+    assert [(r["tool"], r["error"]) for r in servers.audited(config)] == [(tool, code)]
     encode(answer)  # what a transport writes: never raises
     internal = [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert internal == [], [r.getMessage() for r in internal]

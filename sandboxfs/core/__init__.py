@@ -49,6 +49,8 @@ from sandboxfs.core.errors import PolicyDenied as PolicyDenied
 from sandboxfs.core.errors import SandboxError as SandboxError
 from sandboxfs.core.errors import TimedOut as TimedOut
 from sandboxfs.core.errors import Unsupported as Unsupported
+from sandboxfs.core.errors import errno_error as errno_error
+from sandboxfs.core.errors import errno_words as errno_words
 from sandboxfs.core.errors import quoted as quoted
 from sandboxfs.core.globs import Glob as Glob
 from sandboxfs.core.globs import GlobError as GlobError

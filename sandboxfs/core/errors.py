@@ -2,16 +2,24 @@
 
 Every :class:`SandboxError` message is safe to show to the client: it names
 only the path as the client gave it, never a resolved path, a symlink's target
-or the allow-list.  Details worth logging go to stderr, not into the message.
+or the allow-list.  Every errno text (``"ENOENT: no such file or directory: a/b"``)
+comes from one table here (:func:`errno_error`, :func:`from_oserror`); what the OS said
+beyond the errno (its words, the names a call was given) goes to the debug log, never
+into a message.
 """
 
 from __future__ import annotations
 
 import errno
+import logging
 import os
-from typing import ClassVar, Final
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import ClassVar, Final, Literal, final
 
 from sandboxfs.core.policy import PolicyRefusal
+
+log = logging.getLogger(__name__)
 
 
 class SandboxError(Exception):
@@ -144,26 +152,134 @@ def outside(path: str) -> AccessDenied:
     return AccessDenied(f"Access denied - path outside allowed directories: {path}")
 
 
-_ERRNO_MAP: dict[int, tuple[type[SandboxError], str]] = {
-    errno.ENOENT: (NotFound, "ENOENT: no such file or directory"),
-    errno.ENOTDIR: (NotADirectory, "ENOTDIR: not a directory"),
-    errno.EISDIR: (IsADirectory, "EISDIR: is a directory"),
-    errno.EEXIST: (AlreadyExists, "EEXIST: file already exists"),
-    errno.ENOTEMPTY: (DirectoryNotEmpty, "ENOTEMPTY: directory not empty"),
-    errno.EACCES: (PermissionDenied, "EACCES: permission denied"),
-    errno.EPERM: (PermissionDenied, "EPERM: operation not permitted"),
-    errno.EROFS: (PermissionDenied, "EROFS: read-only file system"),
-    errno.ETXTBSY: (PermissionDenied, "ETXTBSY: text file busy"),
-    errno.ELOOP: (LimitExceeded, "ELOOP: too many levels of symbolic links"),
-    errno.ENAMETOOLONG: (InvalidPath, "ENAMETOOLONG: name too long"),
-    errno.ENOSPC: (SandboxError, "ENOSPC: no space left on device"),
-    errno.EDQUOT: (SandboxError, "EDQUOT: disk quota exceeded"),
-    errno.EFBIG: (LimitExceeded, "EFBIG: file too large"),
-    errno.EMLINK: (LimitExceeded, "EMLINK: too many links"),
-    errno.EOPNOTSUPP: (Unsupported, "EOPNOTSUPP: operation not supported"),
-    errno.ENXIO: (NotARegularFile, "ENXIO: no such device or address"),
-    errno.EBUSY: (PermissionDenied, "EBUSY: resource busy"),
+#: A situation whose words say more than the errno's own ("" is the errno's own words,
+#: which the converter uses).  Each is an entry of :data:`_TEXTS`; mypy checks the names.
+Form = Literal[
+    "",
+    "hop limit",
+    "destination exists",
+    "not a directory there",
+    "into itself",
+    "not recursive",
+    "not a file",
+    "read-only file",
+    "append left bytes",
+    "patch changes twice",
+    "patch would create",
+    "patch creates",
+    "patch file missing",
+    "patch changes missing",
+    "special file",
+]
+
+#: The errno of a form that fits any errno: the caller's.
+ANY_ERRNO: Final = 0
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class _Text:
+    """One entry: the error's class and its words, a template over ``{path}`` (as the
+    client gave it) and the caller's details; the message is ``"<ERRNO>: <words>"``."""
+
+    kind: type[SandboxError]
+    words: str
+    #: The code clients get, when it is not the errno's name.
+    code: str | None = None
+
+
+#: Every errno text a client can read, by errno and form: the one table.  Where a
+#: situation needs its own words (or class, or code), it has its own form here.
+_TEXTS: Final[Mapping[tuple[int, Form], _Text]] = {
+    (errno.ENOENT, ""): _Text(NotFound, "no such file or directory: {path}"),
+    (errno.ENOTDIR, ""): _Text(NotADirectory, "not a directory: {path}"),
+    (errno.EISDIR, ""): _Text(IsADirectory, "is a directory: {path}"),
+    (errno.EEXIST, ""): _Text(AlreadyExists, "file already exists: {path}"),
+    (errno.ENOTEMPTY, ""): _Text(DirectoryNotEmpty, "directory not empty: {path}"),
+    (errno.EACCES, ""): _Text(PermissionDenied, "permission denied: {path}"),
+    (errno.EPERM, ""): _Text(PermissionDenied, "operation not permitted: {path}"),
+    (errno.EROFS, ""): _Text(PermissionDenied, "read-only file system: {path}"),
+    (errno.ETXTBSY, ""): _Text(PermissionDenied, "text file busy: {path}"),
+    (errno.ELOOP, ""): _Text(LimitExceeded, "too many levels of symbolic links: {path}"),
+    (errno.ENAMETOOLONG, ""): _Text(InvalidPath, "name too long: {path}"),
+    (errno.ENOSPC, ""): _Text(SandboxError, "no space left on device: {path}"),
+    (errno.EDQUOT, ""): _Text(SandboxError, "disk quota exceeded: {path}"),
+    (errno.EFBIG, ""): _Text(LimitExceeded, "file too large: {path}"),
+    (errno.EMLINK, ""): _Text(LimitExceeded, "too many links: {path}"),
+    (errno.EOPNOTSUPP, ""): _Text(Unsupported, "operation not supported: {path}"),
+    (errno.ENXIO, ""): _Text(NotARegularFile, "no such device or address: {path}"),
+    (errno.EBUSY, ""): _Text(PermissionDenied, "resource busy: {path}"),
+    # The resolver's own count of symlinks ran out (--symlink-hops), not the kernel's.
+    (errno.ELOOP, "hop limit"): _Text(
+        LimitExceeded, "too many levels of symbolic links: {path}", LimitExceeded.default_code
+    ),
+    # A rename, copy or new file refused: the destination's name is taken.
+    (errno.EEXIST, "destination exists"): _Text(
+        AlreadyExists, "destination already exists: {path}"
+    ),
+    # create_directory: the name is taken by something that is not a directory.
+    (errno.EEXIST, "not a directory there"): _Text(
+        AlreadyExists, "a file that is not a directory already exists: {path}"
+    ),
+    (errno.EINVAL, "into itself"): _Text(
+        SandboxError,
+        "cannot move a directory into itself, or the filesystem cannot rename without "
+        "replacing: {source} -> {path}",
+    ),
+    (errno.ENOTEMPTY, "not recursive"): _Text(
+        DirectoryNotEmpty,
+        "directory not empty: {path}; set recursive to delete it and everything below it",
+    ),
+    (errno.EISDIR, "not a file"): _Text(IsADirectory, "is a directory, not a file: {path}"),
+    (errno.EACCES, "read-only file"): _Text(
+        PermissionDenied, "permission denied (the file is read-only): {path}"
+    ),
+    # A failed append whose bytes could not be cut back off: the append's own errno.
+    (ANY_ERRNO, "append left bytes"): _Text(
+        SandboxError,
+        "the append failed after {written} of its bytes were written, and they could not "
+        "be removed again (the file changed meanwhile): {path}",
+    ),
+    (errno.EINVAL, "patch changes twice"): _Text(
+        SandboxError, "the patch changes one file twice: {first} and {path}"
+    ),
+    (errno.EEXIST, "patch would create"): _Text(
+        AlreadyExists, "the patch would create {path}, which exists"
+    ),
+    (errno.EEXIST, "patch creates"): _Text(SandboxError, "the patch creates {path}, which exists"),
+    (errno.ENOENT, "patch file missing"): _Text(NotFound, "no such file: {path}"),
+    (errno.ENOENT, "patch changes missing"): _Text(
+        NotFound, "no such file: {path} (the patch changes it)"
+    ),
+    (errno.EINVAL, "special file"): _Text(
+        SandboxError, "a special file below {path} cannot be made again"
+    ),
 }
+
+
+def errno_name(number: int | None) -> str:
+    """The errno's name (``ENOENT``); ``EIO`` for none or one Python does not know."""
+    return errno.errorcode.get(number or errno.EIO, "EIO")
+
+
+def errno_error(number: int, path: str, form: Form = "", **details: object) -> SandboxError:
+    """The error for errno ``number`` about ``path`` (as the client gave it), in the
+    words of ``form``, which may take ``details`` (only ever the client's own text or
+    numbers of ours).  An errno the table does not list speaks the OS's words."""
+    name = errno_name(number)
+    text = _TEXTS.get((number, form)) or _TEXTS.get((ANY_ERRNO, form))
+    if text is None:
+        if form:
+            raise KeyError(f"no form {form!r} for {name}")
+        return SandboxError(f"{name}: {os.strerror(number).lower()}: {path}", name)
+    return text.kind(f"{name}: {text.words.format(path=path, **details)}", text.code or name)
+
+
+def errno_words(number: int | None) -> str:
+    """An errno as a report of a step that failed quotes it: ``EIO: Input/output
+    error`` (the OS's own words, as they are)."""
+    number = number or errno.EIO
+    return f"{errno_name(number)}: {os.strerror(number)}"
 
 
 def from_oserror(exc: OSError, path: str, *, no_xdev: bool = False) -> SandboxError:
@@ -181,8 +297,19 @@ def from_oserror(exc: OSError, path: str, *, no_xdev: bool = False) -> SandboxEr
         if no_xdev:
             return PolicyDenied(f"Access denied - path crosses a mount point (--no-xdev): {path}")
         return outside(path)
-    name = errno.errorcode.get(number, "EIO")
-    kind, text = _ERRNO_MAP.get(number, (SandboxError, ""))
-    if not text:
-        text = f"{name}: {os.strerror(number).lower()}"
-    return kind(f"{text}: {path}", name)
+    _log_context(exc, path)
+    return errno_error(number, path)
+
+
+def _log_context(exc: OSError, path: str) -> None:
+    """What the OS said beyond the errno (its words, the names it was given): the
+    debug log's, never the client's."""
+    if log.isEnabledFor(logging.DEBUG):
+        log.debug(
+            "%s for %r: %s (%s)",
+            errno_name(exc.errno),
+            path,
+            exc.strerror,
+            ", ".join(repr(f) for f in (exc.filename, exc.filename2) if f is not None)
+            or "no file names",
+        )

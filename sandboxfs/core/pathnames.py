@@ -2,7 +2,8 @@
 
 These functions decide *which* allowed directory a request names and what
 relative path to resolve beneath it.  They never decide whether a path is safe:
-that is the kernel's job (``openat2`` with ``RESOLVE_BENEATH``, in core/chokepoint.py).
+that is the kernel's job (``openat2`` with ``RESOLVE_BENEATH``), asked only by
+:mod:`sandboxfs.core.chokepoint`.
 """
 
 from __future__ import annotations

@@ -55,10 +55,8 @@ from sandboxfs.core.chokepoint import (
 from sandboxfs.core.errors import (
     AccessDenied,
     Conflict,
-    LimitExceeded,
-    NotADirectory,
-    NotFound,
     SandboxError,
+    errno_error,
     outside,
 )
 from sandboxfs.core.names import unquote_path
@@ -215,7 +213,7 @@ class Resolver:
                     raise self.error(exc, path) from None
                 hops += 1
                 if hops > self.symlink_hops:
-                    raise LimitExceeded(f"ELOOP: too many levels of symbolic links: {path}")
+                    raise errno_error(errno.ELOOP, path, "hop limit")
                 base = self.canonical_directory(parent.dir, path)
                 if _names_a_directory(text):  # nothing to write there, as the kernel says
                     with self.directory_at(self._target(base, text, path), path):
@@ -231,7 +229,7 @@ class Resolver:
         """Where the symlink text ``text``, held by the directory at ``base``
         (canonical), points: beneath an allowed directory, or AccessDenied."""
         if not text:
-            raise NotFound(f"ENOENT: no such file or directory: {path}")
+            raise errno_error(errno.ENOENT, path)
         if text.startswith("/"):
             hit = self.allow.map(normalize_absolute(text))
             if hit is None:
@@ -332,9 +330,9 @@ class Resolver:
                 continue
             hops += 1
             if hops > self.symlink_hops:
-                raise LimitExceeded(f"ELOOP: too many levels of symbolic links: {path}")
+                raise errno_error(errno.ELOOP, path, "hop limit")
             if not target:
-                raise NotFound(f"ENOENT: no such file or directory: {path}")
+                raise errno_error(errno.ENOENT, path)
             if target.startswith("/"):
                 # An absolute link is re-anchored only if its target lies lexically
                 # inside an allowed directory; the walk continues beneath that root.
@@ -364,7 +362,7 @@ class Resolver:
                     raise AccessDenied(f"Access denied - magic link refused: {path}")
                 return link.readlink()
             if more and not link.is_dir:
-                raise NotADirectory(f"ENOTDIR: not a directory: {path}")
+                raise errno_error(errno.ENOTDIR, path)
             return None
 
 

@@ -41,6 +41,7 @@ from sandboxfs.core import Watch as Watch
 from sandboxfs.core import absolute_request as absolute_request
 from sandboxfs.core import compile_glob as compile_glob
 from sandboxfs.core import count_byte as count_byte
+from sandboxfs.core import errno_error as errno_error
 from sandboxfs.core import find as find
 from sandboxfs.core import has_lone_surrogate as has_lone_surrogate
 from sandboxfs.core import join as join

@@ -10,15 +10,7 @@ from __future__ import annotations
 
 import errno
 
-from sandboxfs.core import (
-    AlreadyExists,
-    Conflict,
-    Directory,
-    Location,
-    NotADirectory,
-    NotFound,
-    SandboxError,
-)
+from sandboxfs.core import Conflict, Directory, Location, NotFound, SandboxError, errno_error
 from sandboxfs.fs import journaling
 from sandboxfs.fs.files import revision_of_handle
 from sandboxfs.fs.operation import Change, FsContext
@@ -83,7 +75,7 @@ def _existing_directory(
         return None
     with handle:
         if not handle.is_dir:
-            raise AlreadyExists(f"EEXIST: a file that is not a directory already exists: {path}")
+            raise errno_error(errno.EEXIST, path, "not a directory there")
         if expected is not None:
             check(expected, revision_of_handle(ctx, handle, fresh=True) or "unknown", path)
         return Change(revision=revision_of_handle(ctx, handle), count=0)
@@ -116,7 +108,7 @@ def _create_below(
                 below = directory.subdirectory(name, path)
             except OSError as exc:
                 if exc.errno in (errno.ENOTDIR, errno.ELOOP):
-                    raise NotADirectory(f"ENOTDIR: not a directory: {path}") from None
+                    raise errno_error(errno.ENOTDIR, path) from None
                 raise
             directory.close()
             directory = below

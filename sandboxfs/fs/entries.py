@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import functools
 import operator
 import os
@@ -9,7 +10,7 @@ import stat
 from itertools import repeat
 from typing import Final, Literal, NamedTuple
 
-from sandboxfs.core import Directory, IsADirectory, NotARegularFile
+from sandboxfs.core import Directory, NotARegularFile, errno_error
 
 EntryKind = Literal["file", "directory", "symlink", "other"]
 
@@ -40,7 +41,7 @@ def kind_of(mode: int) -> EntryKind:
 def require_regular(st: os.stat_result, path: str) -> None:
     """Refuse anything that is not a regular file, saying what it is."""
     if stat.S_ISDIR(st.st_mode):
-        raise IsADirectory(f"EISDIR: is a directory, not a file: {path}")
+        raise errno_error(errno.EISDIR, path, "not a file")
     if not stat.S_ISREG(st.st_mode):
         raise NotARegularFile(f"Not a regular file (FIFO, socket or device): {path}")
 

@@ -17,16 +17,14 @@ import stat
 
 from sandboxfs.core import (
     READ_FLAGS,
-    AlreadyExists,
     Conflict,
     Directory,
-    DirectoryNotEmpty,
     LimitExceeded,
     NotARegularFile,
-    NotFound,
     ParentDir,
     SandboxError,
     Unsupported,
+    errno_error,
     same_file,
     syscalls,
 )
@@ -95,15 +93,11 @@ def rename(
 def _rename_refusal(exc: OSError, source: str, destination: str) -> SandboxError | None:
     """What a refused rename means, where the errno alone does not say it well."""
     if exc.errno in (errno.EEXIST, errno.ENOTEMPTY):
-        return AlreadyExists(f"EEXIST: destination already exists: {destination}")
+        return errno_error(errno.EEXIST, destination, "destination exists")
     if exc.errno == errno.EINVAL:
-        return SandboxError(
-            f"EINVAL: cannot move a directory into itself, or the filesystem cannot "
-            f"rename without replacing: {source} -> {destination}",
-            "EINVAL",
-        )
+        return errno_error(errno.EINVAL, destination, "into itself", source=source)
     if exc.errno == errno.ENOENT:
-        return NotFound(f"ENOENT: no such file or directory: {source}")
+        return errno_error(errno.ENOENT, source)
     return None
 
 
@@ -130,7 +124,7 @@ def _move_across(ctx: FsContext, src: ParentDir, dst: ParentDir) -> Change:
     source, dest = src.path, dst.path
     st = src.lstat()
     if st is None:
-        raise NotFound(f"ENOENT: no such file or directory: {source}")
+        raise errno_error(errno.ENOENT, source)
     if stat.S_ISDIR(st.st_mode):
         raise Unsupported(
             f"Cannot move a directory across filesystems: {source}. "
@@ -141,7 +135,7 @@ def _move_across(ctx: FsContext, src: ParentDir, dst: ParentDir) -> Change:
         try:
             dst.symlink(target)
         except FileExistsError:
-            raise AlreadyExists(f"EEXIST: destination already exists: {dest}") from None
+            raise errno_error(errno.EEXIST, dest, "destination exists") from None
         change = Change()
     elif stat.S_ISREG(st.st_mode):
         fd = open_leaf_for_read(src)
@@ -209,13 +203,13 @@ def copy_file(
     resolver = ctx.resolver
     with resolver.follow_leaf(resolver.parent(source)) as src, guarded(ctx, src, expected) as st:
         if st is None:
-            raise NotFound(f"ENOENT: no such file or directory: {source}")
+            raise errno_error(errno.ENOENT, source)
         fd = open_leaf_for_read(src)
         try:
             src_stat = os.fstat(fd)
             with resolver.parent(destination) as dst:
                 if _check_destination(dst, expected_destination) is not None:
-                    raise AlreadyExists(f"EEXIST: destination already exists: {destination}")
+                    raise errno_error(errno.EEXIST, destination, "destination exists")
                 journaling.before_copy(ctx, dst)
                 change = copy_into(ctx, fd, src_stat, dst, progress)
                 journaling.copied(ctx, dst, change)
@@ -269,7 +263,7 @@ def remove(ctx: FsContext, path: str, *, recursive: bool, expected: str | None =
     the number of entries removed."""
     with ctx.resolver.parent(path) as parent, guarded(ctx, parent, expected) as st:
         if st is None:
-            raise NotFound(f"ENOENT: no such file or directory: {path}")
+            raise errno_error(errno.ENOENT, path)
         if not stat.S_ISDIR(st.st_mode):
             before = journaling.before_remove(ctx, parent, st, recursive=False)
             parent.unlink()
@@ -287,10 +281,7 @@ def remove(ctx: FsContext, path: str, *, recursive: bool, expected: str | None =
             parent.rmdir()
         except OSError as exc:
             if exc.errno == errno.ENOTEMPTY and not recursive:
-                raise DirectoryNotEmpty(
-                    f"ENOTEMPTY: directory not empty: {path}; set recursive to delete it "
-                    "and everything below it"
-                ) from None
+                raise errno_error(errno.ENOTEMPTY, path, "not recursive") from None
             raise _partly(ctx, before, ctx.resolver.error(exc, path), removed[0]) from None
         except SandboxError as exc:
             raise _partly(ctx, before, exc, removed[0]) from None

@@ -38,12 +38,12 @@ from typing import Any
 
 from sandboxfs.core import (
     READ_FLAGS,
-    AlreadyExists,
     Conflict,
     Directory,
     NotFound,
     ParentDir,
     SandboxError,
+    errno_error,
     same_file,
     syscalls,
 )
@@ -175,10 +175,7 @@ def _distinct(ctx: FsContext, plan: list[Planned]) -> None:
             where = journaling.where(ctx, parent)
             key = (where.root, where.rel + _mkdirs_of(item, parent))
             if key in seen:
-                raise SandboxError(
-                    f"EINVAL: the patch changes one file twice: {seen[key]} and {parent.path}",
-                    "EINVAL",
-                )
+                raise errno_error(errno.EINVAL, parent.path, "patch changes twice", first=seen[key])
             seen[key] = parent.path
 
 
@@ -195,11 +192,11 @@ def _lock_and_check(plan: list[Planned], stack: contextlib.ExitStack) -> None:
         target = item.target
         creates = change.expected is None or item.dst is not None
         if creates and not item.mkdirs and target.lstat() is not None:
-            raise AlreadyExists(f"EEXIST: the patch would create {target.path}, which exists")
+            raise errno_error(errno.EEXIST, target.path, "patch would create")
         if change.expected is not None:
             st = item.src.lstat()
             if st is None:
-                raise NotFound(f"ENOENT: no such file: {change.path}")
+                raise errno_error(errno.ENOENT, change.path, "patch file missing")
             require_regular(st, change.path)
             item.old = st
             existing.append(item)

@@ -8,10 +8,11 @@ is captured for the journal like any change (:mod:`sandboxfs.fs.journaling`).
 
 from __future__ import annotations
 
+import errno
 import os
 from typing import Any
 
-from sandboxfs.core import READ_FLAGS, AlreadyExists, Directory, ParentDir, SandboxError
+from sandboxfs.core import READ_FLAGS, AlreadyExists, Directory, ParentDir, errno_error
 from sandboxfs.fs import journaling, writes
 from sandboxfs.fs.entries import read_entries
 from sandboxfs.fs.files import cached_file_revision
@@ -161,5 +162,5 @@ def _make_entry(
         finally:
             staged.close()
     else:
-        raise SandboxError(f"EINVAL: a special file below {path} cannot be made again", "EINVAL")
+        raise errno_error(errno.EINVAL, path, "special file")
     return None

@@ -21,7 +21,7 @@ import secrets
 from collections.abc import Callable
 from typing import Final, final
 
-from sandboxfs.core import Directory, syscalls
+from sandboxfs.core import Directory, errno_words, syscalls
 
 log = logging.getLogger(__name__)
 
@@ -81,8 +81,7 @@ def after_change(what: str, step: Callable[[], None]) -> str | None:
         step()
     except OSError as exc:
         log.warning("%s failed after the change was made: %s", what, exc.strerror)
-        code = errno.errorcode.get(exc.errno or 0, "EIO")
-        return f"the change was made, but {what} failed ({code}: {exc.strerror})"
+        return f"the change was made, but {what} failed ({errno_words(exc.errno)})"
     return None
 
 

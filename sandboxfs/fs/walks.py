@@ -11,10 +11,11 @@ handle showed a regular file (same inode), so special files are never opened.
 
 from __future__ import annotations
 
+import errno
 import os
 from typing import final
 
-from sandboxfs.core import LIST_FLAGS, Directory, Handle, Location, NotADirectory, SandboxError
+from sandboxfs.core import LIST_FLAGS, Directory, Handle, Location, SandboxError, errno_error
 from sandboxfs.fs.entries import Entry, read_entries
 from sandboxfs.fs.files import OpenFile, open_regular
 from sandboxfs.fs.operation import FsContext
@@ -28,7 +29,7 @@ class TreeWalk:
 
     def __init__(self, ctx: FsContext, start: Handle) -> None:
         if not start.is_dir:
-            raise NotADirectory(f"ENOTDIR: not a directory: {start.path}")
+            raise errno_error(errno.ENOTDIR, start.path)
         self.ctx = ctx
         self.path = start.path
         #: The start, canonical: what is below it is reopened exactly.

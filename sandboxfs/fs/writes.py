@@ -30,10 +30,9 @@ from sandboxfs.core import (
     Conflict,
     HardLinked,
     ParentDir,
-    PermissionDenied,
     PolicyRefusal,
-    SandboxError,
     Unsupported,
+    errno_error,
     same_file,
     syscalls,
 )
@@ -65,7 +64,7 @@ def stage(
                 staged.publish_over(parent.leaf) if replace else staged.publish_new(parent.leaf)
             )
         except FileExistsError:
-            raise AlreadyExists(f"EEXIST: destination already exists: {parent.path}") from None
+            raise errno_error(errno.EEXIST, parent.path, "destination exists") from None
         st = os.fstat(staged.fd)  # as published (the rename changed its ctime)
         return Change(size=st.st_size, warning=warning), st
     finally:
@@ -144,9 +143,7 @@ def _open_existing_for_replace(parent: ParentDir) -> tuple[int, os.stat_result]:
         raise  # the policy's own reason is the message
     except OSError as exc:
         if exc.errno in (errno.EACCES, errno.EPERM):
-            raise PermissionDenied(
-                f"EACCES: permission denied (the file is read-only): {path}", "EACCES"
-            ) from None
+            raise errno_error(errno.EACCES, path, "read-only file") from None
         if exc.errno == errno.ELOOP:
             raise Conflict(
                 f"The file changed while it was being written; try again: {path}"
@@ -248,12 +245,8 @@ def _cut_back(fd: int, written: int, failure: OSError, path: str) -> None:
             return
     except OSError:
         pass
-    code = errno.errorcode.get(failure.errno or 0, "EIO")
-    raise SandboxError(
-        f"{code}: the append failed after {written} of its bytes were written, and they "
-        f"could not be removed again (the file changed meanwhile): {path}",
-        code,
-    ) from None
+    number = failure.errno or errno.EIO
+    raise errno_error(number, path, "append left bytes", written=written) from None
 
 
 def rename_barrier(parent: ParentDir) -> bool:

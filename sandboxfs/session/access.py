@@ -5,7 +5,7 @@ an update builds a new one and swaps it in.  While client Roots are being
 fetched, the session holds tool calls back (:mod:`sandboxfs.session.protocol`), so
 none runs against a root the client has just withdrawn.
 
-Rules (the seed README, "How It Works"):
+Rules (what README.md's "Roots (2025-era clients)" promises users):
 
 * Without ``confine``, valid client Roots replace the command-line directories,
   each carrying ``roots_policy`` (the rules given for every directory).

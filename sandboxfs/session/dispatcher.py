@@ -16,7 +16,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final, TypeVar, final
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar, final
 
 import trio
 
@@ -183,6 +183,20 @@ def _lone_surrogate_in(arguments: dict[str, Any]) -> str | None:
         elif bad(value):
             return key
     return None
+
+
+@final
+class ToolAnswer(NamedTuple):
+    """A tool call as it ended: its wire result and, when it failed, its error code
+    (what the audit log records: never read back out of the wire)."""
+
+    wire: WireResult
+    code: str | None = None
+
+
+def _refused(message: str, code: str = "EINVAL") -> ToolAnswer:
+    """A failed call's answer: :func:`error_result`, carrying its code."""
+    return ToolAnswer(error_result(message, code), code)
 
 
 def error_result(message: str, code: str = "EINVAL") -> WireResult:
@@ -372,19 +386,17 @@ class SandboxfsServer:
                 self.options.metrics.refused(name, "read_only")  # not served: --read-only
             raise ProtocolError(INVALID_PARAMS, f"Unknown tool: {name}")
         try:
-            result = await self._run_tool(spec, arguments, caller, progress, asking)
+            answer = await self._run_tool(spec, arguments, caller, progress, asking)
         except ApprovalRequired as required:  # 2026-07-28: the client asks, then retries
             self._audit(name, arguments, caller, started, error=None)
             return required.result
-        failed = bool(result["isError"])
-        structured = result.get("structuredContent")
-        error = structured.get("error") if failed and isinstance(structured, dict) else None
+        result = answer.wire
         self._audit(
             name,
             arguments,
             caller,
             started,
-            error=(error.get("code") if isinstance(error, dict) else "EIO") if failed else None,
+            error=answer.code,
             size=sum(
                 len(block.get("text") or block.get("data") or "") for block in result["content"]
             ),
@@ -424,15 +436,13 @@ class SandboxfsServer:
         caller: Caller,
         progress: Progress | None,
         asking: Asking | None = None,
-    ) -> WireResult:
+    ) -> ToolAnswer:
         if not self.arguments_ok[spec.name](arguments):
             details = _argument_problems(self.schemas[spec.name], arguments)
-            return error_result(f"Invalid arguments for tool {spec.name}: {details}")
+            return _refused(f"Invalid arguments for tool {spec.name}: {details}")
         unencodable = _lone_surrogate_in(arguments)
         if unencodable is not None:
-            return error_result(
-                f"{unencodable} is not valid Unicode (it contains a lone surrogate)"
-            )
+            return _refused(f"{unencodable} is not valid Unicode (it contains a lone surrogate)")
         effective = self.access.current
         if effective.allow.empty and spec.name != "list_allowed_directories":
             modern = eras.of_version(caller.protocol_version) == "2026"
@@ -442,7 +452,7 @@ class SandboxfsServer:
                 else "Access denied - no allowed directories"
             )
             self.options.metrics.refused(spec.name, "outside")
-            return error_result(message, AccessDenied.default_code)
+            return _refused(message, AccessDenied.default_code)
         sandbox = self.sandbox(effective)
         allowed = tuple(effective.allow.display())
         # The Roots note matters only to a client that has Roots (2025 era, stdio).
@@ -479,11 +489,11 @@ class SandboxfsServer:
             reason = refusal_reason(exc)
             if reason is not None:
                 self.options.metrics.refused(spec.name, reason)
-            return error_result(str(exc), exc.code)
+            return _refused(str(exc), exc.code)
         except JournalError as exc:
             log.error("the change journal cannot be used: %s", exc)
-            return error_result(f"The change journal cannot be used: {exc}", "EIO")
-        return to_wire(result)
+            return _refused(f"The change journal cannot be used: {exc}", "EIO")
+        return ToolAnswer(to_wire(result))
 
     # -- resources ---------------------------------------------------------------------------
 

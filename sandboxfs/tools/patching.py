@@ -13,6 +13,7 @@ when the journal is on.  ``dryRun`` returns the combined diff and changes nothin
 
 from __future__ import annotations
 
+import errno
 from dataclasses import dataclass
 from typing import Any, Final, final
 
@@ -23,6 +24,7 @@ from sandboxfs.fs import (
     NotFound,
     SandboxError,
     content_revision,
+    errno_error,
 )
 from sandboxfs.tools.patchparse import FilePatch, PatchError, apply_hunks, parse_patch
 from sandboxfs.tools.reading import whole_bytes
@@ -98,11 +100,11 @@ def _from_diff(ctx: CallContext, patch: FilePatch, max_offset: int) -> Planned:
     if old_name is None:  # a new file
         assert new_name is not None
         if _read(ctx, new_name) is not None:
-            raise SandboxError(f"EEXIST: the patch creates {new_name}, which exists", "EEXIST")
+            raise errno_error(errno.EEXIST, new_name, "patch creates")
         return Planned(new_name, None, _bytes(apply_hunks("", patch.hunks, new_name, 0), name))
     old = _read(ctx, old_name)
     if old is None:
-        raise NotFound(f"ENOENT: no such file: {old_name} (the patch changes it)")
+        raise errno_error(errno.ENOENT, old_name, "patch changes missing")
     text = apply_hunks(_text(old), patch.hunks, old_name, max_offset)
     new = _bytes(text, name)
     if new_name is None:
@@ -129,7 +131,7 @@ def _from_file(ctx: CallContext, spec: JSON) -> Planned:
     if "content" in spec:
         return Planned(path, old, _bytes(str(spec["content"]), path), to=to)
     if old is None:
-        raise NotFound(f"ENOENT: no such file: {path}")
+        raise errno_error(errno.ENOENT, path, "patch file missing")
     if spec.get("delete"):
         return Planned(path, old, None)
     if "edits" not in spec:

@@ -1,9 +1,10 @@
 """How a tool is declared: once, with everything the adapter and the docs derive from it.
 
-Tool functions are plain synchronous functions over the Root layer; they take a
+Tool functions are plain synchronous functions over the filesystem façade
+(:class:`~sandboxfs.fs.facade.Sandbox`, as ``CallContext.sandbox``); they take a
 :class:`CallContext` and keyword arguments named as on the wire, and return a
 :class:`ToolResult` or raise :class:`~sandboxfs.core.errors.SandboxError`.  No MCP
-types here: the MCP adapter turns these into schemas and content blocks.
+types here: the session layer turns these into schemas and content blocks.
 """
 
 from __future__ import annotations
