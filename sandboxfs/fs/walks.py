@@ -1,4 +1,4 @@
-"""Walks below one directory, for search_files, directory_tree and grep_files.
+"""Walks below one directory, for search_files, directory_tree, grep_files and code_map.
 
 A :class:`TreeWalk` starts from one resolution of the client's path, made
 canonical (symlink-free, checked to be the same directory).  Every directory
@@ -12,10 +12,13 @@ handle showed a regular file (same inode), so special files are never opened.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import final
 
 from sandboxfs.core.chokepoint import LIST_FLAGS, Directory, Handle, Location
 from sandboxfs.core.errors import NotADirectory, SandboxError
+from sandboxfs.core.traversal import Bounds, Rel, Traversal
+from sandboxfs.fs.below import is_directory
 from sandboxfs.fs.context import FsContext
 from sandboxfs.fs.entries import Entry, read_entries
 from sandboxfs.fs.files import OpenFile, open_regular
@@ -51,6 +54,36 @@ class TreeWalk:
                     return read_entries(directory, with_stat=False)
             except OSError as exc:
                 raise resolver.error(exc, shown) from None
+
+    def traversal(
+        self,
+        bounds: Bounds,
+        shown: Callable[[Rel], str],
+        keep: Callable[[Rel, list[Entry]], list[Entry]] | None = None,
+    ) -> Traversal[Rel, Entry]:
+        """The tree below the start, depth first in byte order, within ``bounds``: each
+        directory reopened exactly from the allowed directory's descriptor (so it lies
+        beneath it when it is read, and no symlink is followed) and listed through the
+        policy's judgement (:meth:`children`), then narrowed by ``keep`` (what it
+        leaves out is never read, nor counted).  A subdirectory that cannot be read
+        is an ``UNREADABLE`` step (its error a client-safe one); ``shown(rel)`` names
+        each directory in errors and in the watch's steps."""
+
+        def listing(rel: Rel, _: Rel) -> list[Entry]:
+            entries = self.children(rel, shown(rel))
+            return entries if keep is None else keep(rel, entries)
+
+        return Traversal(
+            (),
+            bounds=bounds,
+            listing=listing,
+            is_dir=is_directory,
+            opening=lambda parent, rel, entry: rel,
+            closing=lambda rel: None,
+            unreadable=lambda error: isinstance(error, SandboxError),
+            watch=self.ctx.watch,
+            shown=shown,
+        )
 
     def directory(self, rel: tuple[str, ...], shown: str) -> Directory:
         """The directory ``rel`` below the start as an ``O_PATH`` base, reopened exactly
