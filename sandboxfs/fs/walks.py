@@ -55,36 +55,6 @@ class TreeWalk:
             except OSError as exc:
                 raise resolver.error(exc, shown) from None
 
-    def traversal(
-        self,
-        bounds: Bounds,
-        shown: Callable[[Rel], str],
-        keep: Callable[[Rel, list[Entry]], list[Entry]] | None = None,
-    ) -> Traversal[Rel, Entry]:
-        """The tree below the start, depth first in byte order, within ``bounds``: each
-        directory reopened exactly from the allowed directory's descriptor (so it lies
-        beneath it when it is read, and no symlink is followed) and listed through the
-        policy's judgement (:meth:`children`), then narrowed by ``keep`` (what it
-        leaves out is never read, nor counted).  A subdirectory that cannot be read
-        is an ``UNREADABLE`` step (its error a client-safe one); ``shown(rel)`` names
-        each directory in errors and in the watch's steps."""
-
-        def listing(rel: Rel, _: Rel) -> list[Entry]:
-            entries = self.children(rel, shown(rel))
-            return entries if keep is None else keep(rel, entries)
-
-        return Traversal(
-            (),
-            bounds=bounds,
-            listing=listing,
-            is_dir=is_directory,
-            opening=lambda parent, rel, entry: rel,
-            closing=lambda rel: None,
-            unreadable=lambda error: isinstance(error, SandboxError),
-            watch=self.ctx.watch,
-            shown=shown,
-        )
-
     def directory(self, rel: tuple[str, ...], shown: str) -> Directory:
         """The directory ``rel`` below the start as an ``O_PATH`` base, reopened exactly
         (no symlink followed), to read the files it holds by their names."""
@@ -119,6 +89,37 @@ class TreeWalk:
                     return True
         except (OSError, SandboxError):
             return False
+
+
+def traversal(
+    tree: TreeWalk,
+    bounds: Bounds,
+    shown: Callable[[Rel], str],
+    keep: Callable[[Rel, list[Entry]], list[Entry]] | None = None,
+) -> Traversal[Rel, Entry]:
+    """The tree below ``tree``'s start, depth first in byte order, within ``bounds``: each
+    directory reopened exactly from the allowed directory's descriptor (so it lies
+    beneath it when it is read, and no symlink is followed) and listed through the
+    policy's judgement (:meth:`TreeWalk.children`), then narrowed by ``keep`` (what it
+    leaves out is never read, nor counted).  A subdirectory that cannot be read
+    is an ``UNREADABLE`` step (its error a client-safe one); ``shown(rel)`` names
+    each directory in errors and in the watch's steps."""
+
+    def listing(rel: Rel, _: Rel) -> list[Entry]:
+        entries = tree.children(rel, shown(rel))
+        return entries if keep is None else keep(rel, entries)
+
+    return Traversal(
+        (),
+        bounds=bounds,
+        listing=listing,
+        is_dir=is_directory,
+        opening=lambda parent, rel, entry: rel,
+        closing=lambda rel: None,
+        unreadable=lambda error: isinstance(error, SandboxError),
+        watch=tree.ctx.watch,
+        shown=shown,
+    )
 
 
 def walk(ctx: FsContext, path: str) -> TreeWalk:

@@ -29,7 +29,7 @@ from sandboxfs.core.traversal import (
     Step,
 )
 from sandboxfs.fs.entries import Entry
-from sandboxfs.fs.walks import TreeWalk
+from sandboxfs.fs.walks import TreeWalk, traversal
 from sandboxfs.tools.format import display_base
 from sandboxfs.tools.spec import (
     READ_ONLY,
@@ -75,7 +75,8 @@ class Walker:
         self.unreadable: list[tuple[str, str]] = []
         limits = ctx.limits
         levels = limits.tree_depth if depth is None else min(depth, limits.tree_depth)
-        self.walk = self.tree.traversal(
+        self.walk = traversal(
+            self.tree,
             Bounds(levels, limits.walk_entries),
             self.display,
             None if exclude is None else self._kept,
