@@ -229,6 +229,25 @@ def _parse_supervisor_inherits_descriptors() -> None:
     parsepool.subprocess = Leaky  # type: ignore[assignment]
 
 
+def _edit_resolves_twice() -> None:
+    """An edit as it was: the path resolved to read, then again to write, the two
+    bridged only by comparing the bytes."""
+    from sandboxfs.fs.files import open_file  # noqa: PLC0415
+    from sandboxfs.fs.outcome import Change  # noqa: PLC0415
+    from sandboxfs.fs.revisions import SameBytes  # noqa: PLC0415
+
+    def twice(ctx, path, edit):  # type: ignore[no-untyped-def]
+        with open_file(ctx, path) as f:
+            planned = edit(f)
+        if planned is None:
+            return Change()
+        return writes.replace_file(
+            ctx, path, planned.after, expected=SameBytes(planned.before), revision=planned.revision
+        )
+
+    writes.rewrite = twice
+
+
 MUTANTS = {
     "undo-is-blind": _undo_is_blind,
     "patch-without-rollback": _patch_without_rollback,
@@ -251,6 +270,7 @@ MUTANTS = {
     "drop-the-policy-of-client-roots": _drop_the_policy_of_client_roots,
     "seccomp-filter-allows-what-it-lists": _seccomp_filter_allows_what_it_lists,
     "parse-supervisor-inherits-descriptors": _parse_supervisor_inherits_descriptors,
+    "edit-resolves-twice": _edit_resolves_twice,
 }
 
 
