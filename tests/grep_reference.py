@@ -31,7 +31,7 @@ from sandboxfs.core.errors import (
 )
 from sandboxfs.core.globs import Glob, GlobError, compile_glob
 from sandboxfs.core.names import quote_path, structured_path
-from sandboxfs.core.traversal import ENTRY
+from sandboxfs.core.traversal import RUN
 from sandboxfs.fs.files import OpenFile
 from sandboxfs.tools.spec import CallContext, Progress, ToolResult
 from sandboxfs.tools.walking import Walker
@@ -287,8 +287,11 @@ def _walk(ctx: CallContext, walker: Walker, search: _Search, name_filter: Glob |
     prefix = path.rstrip("/") or "/"
     try:
         for step in walker:
-            if step.kind == ENTRY and step.entry is not None and step.entry.kind == "file":
-                _search_one(ctx, walker, search, name_filter, step.rel, prefix)
+            for name, kind, _ in step.entries if step.kind == RUN else ():
+                if kind == "file":
+                    _search_one(ctx, walker, search, name_filter, (*step.rel, name), prefix)
+                if search.full() or search.out_of_time(ctx.limits.search_seconds):
+                    return
             # Before the walk goes on (into a directory, to the next entry).
             if search.full() or search.out_of_time(ctx.limits.search_seconds):
                 return

@@ -59,6 +59,7 @@ def _walk(root: Node, depth: int | None, read: list[tuple[str, ...]]) -> Travers
         opening=lambda parent, rel, entry: rel,
         closing=lambda rel: None,
         unreadable=lambda error: True,
+        batched=True,
     )
 
 

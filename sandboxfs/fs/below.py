@@ -35,7 +35,7 @@ def bounds(limits: Limits, *, entries: int | None = None, deeper: int = 0) -> Bo
 
 
 def is_directory(entry: Entry) -> bool:
-    return entry.kind == "directory"
+    return entry[1] == "directory"  # its kind (by index: once per entry of every walk)
 
 
 def below(

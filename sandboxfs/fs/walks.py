@@ -17,7 +17,7 @@ from typing import final
 
 from sandboxfs.core.chokepoint import LIST_FLAGS, Directory, Handle, Location
 from sandboxfs.core.errors import NotADirectory, SandboxError
-from sandboxfs.core.traversal import Bounds, Rel, Traversal
+from sandboxfs.core.traversal import Bounds, Rel, Step, Traversal
 from sandboxfs.fs.below import is_directory
 from sandboxfs.fs.context import FsContext
 from sandboxfs.fs.entries import Entry, read_entries
@@ -96,6 +96,7 @@ def traversal(
     bounds: Bounds,
     shown: Callable[[Rel], str],
     keep: Callable[[Rel, list[Entry]], list[Entry]] | None = None,
+    check: Callable[[Step[Rel, Entry]], None] | None = None,
 ) -> Traversal[Rel, Entry]:
     """The tree below ``tree``'s start, depth first in byte order, within ``bounds``: each
     directory reopened exactly from the allowed directory's descriptor (so it lies
@@ -103,7 +104,9 @@ def traversal(
     policy's judgement (:meth:`TreeWalk.children`), then narrowed by ``keep`` (what it
     leaves out is never read, nor counted).  A subdirectory that cannot be read
     is an ``UNREADABLE`` step (its error a client-safe one); ``shown(rel)`` names
-    each directory in errors and in the watch's steps."""
+    each directory in errors and in the watch's steps; ``check`` hears every step
+    but ``ENTRY`` and ``RUN`` first.  Batched: what is not a subdirectory comes in
+    ``RUN`` steps (see :class:`~sandboxfs.core.traversal.Traversal`)."""
 
     def listing(rel: Rel, _: Rel) -> list[Entry]:
         entries = tree.children(rel, shown(rel))
@@ -119,6 +122,8 @@ def traversal(
         unreadable=lambda error: isinstance(error, SandboxError),
         watch=tree.ctx.watch,
         shown=shown,
+        check=check,
+        batched=True,
     )
 
 

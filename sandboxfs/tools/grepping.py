@@ -41,7 +41,7 @@ from sandboxfs.core.errors import (
     SandboxError,
 )
 from sandboxfs.core.globs import Glob, GlobError, compile_glob
-from sandboxfs.core.traversal import ENTRY, LEAVE
+from sandboxfs.core.traversal import RUN
 from sandboxfs.fs.files import OpenFile
 from sandboxfs.fs.readahead import UNREADABLE, ReadSizes, Run, read_runs
 from sandboxfs.fs.walks import TreeWalk
@@ -403,28 +403,24 @@ def _runs(
     LimitExceeded where the walk reaches a limit."""
     by_path = name_filter is not None and "/" in (name_filter.pattern or "")
     prefix = walker.path.rstrip("/") or "/"
-    run: list[tuple[str, str]] = []
-    rel: tuple[str, ...] = ()
     for step in walker:
-        kind = step.entry.kind if step.kind == ENTRY and step.entry is not None else None
-        if kind != "file":
-            if run and (kind == "directory" or step.kind == LEAVE):  # a run ends there
-                yield rel, run, shown_path(prefix, "/".join(rel)) if rel else walker.path
-                run = []
+        if step[0] != RUN:
             continue
-        name = step.rel[-1]
-        if name_filter is not None:
-            relative = "/".join(step.rel)
-            if not name_filter.matches(relative if by_path else name):
+        rel = step.rel
+        inner = "/".join(rel) + "/" if rel else ""
+        shown = shown_path(prefix, inner[:-1]) if rel else walker.path
+        run: list[tuple[str, str]] = []
+        for name, kind, _ in step.entries:
+            if kind != "file":
                 continue
-        if not run:
-            rel = step.rel[:-1]
-        run.append(("/".join(step.rel), name))
-        if len(run) == _RUN_FILES:
-            yield rel, run, shown_path(prefix, "/".join(rel)) if rel else walker.path
-            run = []
-    if run:
-        yield rel, run, shown_path(prefix, "/".join(rel)) if rel else walker.path
+            relative = inner + name
+            if name_filter is None or name_filter.matches(relative if by_path else name):
+                run.append((relative, name))
+                if len(run) == _RUN_FILES:
+                    yield rel, run, shown
+                    run = []
+        if run:
+            yield rel, run, shown
 
 
 def _walk(ctx: CallContext, walker: Walker, search: _Search, name_filter: Glob | None) -> None:

@@ -17,7 +17,7 @@ from typing import Any, Final, final
 import pydantic_core
 
 from sandboxfs.core.names import quote_names
-from sandboxfs.core.traversal import ENTER, ENTRY, LEAVE, TOO_DEEP, UNREADABLE, Step
+from sandboxfs.core.traversal import ENTER, ENTRY, LEAVE, RUN, TOO_DEEP, UNREADABLE, Step
 from sandboxfs.fs.entries import Entry
 
 #: Small strings joined into one chunk at a time.
@@ -113,6 +113,18 @@ class _Writer:
         if step.entry.kind != "directory":
             self.add(f'{self.head}"file"\n{pad}}}')
 
+    def run(self, step: Step[Any, Entry]) -> None:
+        """Entries that are not directories, each written as a file."""
+        level, add = self.levels[-1], self.add
+        pad, names, at = level.pad, level.names, level.at
+        for _ in step.entries:
+            if at:
+                add(",\n")
+            name = _json_string(names[at])
+            add(f'{pad}{{\n{pad}  "name": {name},\n{pad}  "type": "file"\n{pad}}}')
+            at += 1
+        level.at = at
+
     def too_deep(self, step: Step[Any, Entry]) -> None:
         self.add(f'{self.head}"directory"\n{self.levels[-1].pad}}}')
 
@@ -133,7 +145,8 @@ class _Writer:
 
 def tree_json(steps: Iterable[Step[Any, Entry]], error: Callable[[BaseException], str]) -> str:
     """The JSON text of the tree a walk's ``steps`` describe (depth first, in the
-    order the text shows them): each ``ENTER`` gives a directory's children; a
+    order the text shows them): each ``ENTER`` gives a directory's children, each
+    ``ENTRY`` one of them and each ``RUN`` several that are not directories; a
     directory followed by ``UNREADABLE`` could not be read (``error(exc)`` says why),
     by ``TOO_DEEP`` is at the depth asked for (not read, no children)."""
     writer = _Writer(error)
@@ -141,6 +154,7 @@ def tree_json(steps: Iterable[Step[Any, Entry]], error: Callable[[BaseException]
         ENTER: writer.enter,
         LEAVE: writer.leave,
         ENTRY: writer.entry,
+        RUN: writer.run,
         TOO_DEEP: writer.too_deep,
         UNREADABLE: writer.unreadable,
     }

@@ -12,7 +12,7 @@ the walk goes on; only the start directory's failure is the call's.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from typing import Final
+from typing import Final, cast
 
 from sandboxfs.core.errors import InvalidArgument, LimitExceeded, SandboxError
 from sandboxfs.core.globs import Glob, GlobError, compile_glob
@@ -21,6 +21,7 @@ from sandboxfs.core.traversal import (
     ENTER,
     ENTRY,
     LEAVE,
+    RUN,
     TOO_DEEP,
     TOO_MANY,
     UNREADABLE,
@@ -80,6 +81,7 @@ class Walker:
             Bounds(levels, limits.walk_entries),
             self.display,
             None if exclude is None else self._kept,
+            self._check,
         )
 
     @property
@@ -103,26 +105,28 @@ class Walker:
         self.walk.prune()
 
     def __iter__(self) -> Iterator[Step[Rel, Entry]]:
-        """The walk's steps; ``UNREADABLE`` ones are noted first."""
+        """The walk's steps (``UNREADABLE`` ones noted, the bounds raised by
+        :meth:`_check` before they are given)."""
+        return iter(self.walk)
+
+    def _check(self, step: Step[Rel, Entry]) -> None:
+        kind = step.kind
         limits = self.ctx.limits
-        for step in self.walk:
-            kind = step.kind
-            if kind in (ENTER, TOO_MANY):
-                self.ctx.progress(self.walk.visited, None, "entries visited")
-                if kind == TOO_MANY:
-                    raise LimitExceeded(
-                        f"{self.tool} stopped after visiting {limits.walk_entries} entries "
-                        f"below {self.path}; {_NARROW}"
-                    )
-            elif kind == UNREADABLE:  # EACCES, gone, replaced, EIO: noted, the walk goes on
-                code = step.error.code if isinstance(step.error, SandboxError) else "EIO"
-                self.unreadable.append((self.display(step.rel), code))
-            elif kind == TOO_DEEP and (self.depth is None or len(step.rel) < self.depth):
+        if kind in (ENTER, TOO_MANY):
+            self.ctx.progress(self.walk.visited, None, "entries visited")
+            if kind == TOO_MANY:
                 raise LimitExceeded(
-                    f"{self.tool} stopped: the tree is deeper than {limits.tree_depth} "
-                    f"levels below {self.path}; {_NARROW}"
+                    f"{self.tool} stopped after visiting {limits.walk_entries} entries "
+                    f"below {self.path}; {_NARROW}"
                 )
-            yield step
+        elif kind == UNREADABLE:  # EACCES, gone, replaced, EIO: noted, the walk goes on
+            code = step.error.code if isinstance(step.error, SandboxError) else "EIO"
+            self.unreadable.append((self.display(step.rel), code))
+        elif kind == TOO_DEEP and (self.depth is None or len(step.rel) < self.depth):
+            raise LimitExceeded(
+                f"{self.tool} stopped: the tree is deeper than {limits.tree_depth} "
+                f"levels below {self.path}; {_NARROW}"
+            )
 
 
 def _compile(patterns: list[str]) -> list[Glob]:
@@ -149,17 +153,86 @@ class _Frame:
     shown.  ``plain``: no name on the way holds bytes that are not UTF-8, so
     structured content carries paths as they are."""
 
-    __slots__ = ("names", "plain", "relative", "shown", "state")
+    __slots__ = ("known", "names", "plain", "rel", "relative", "shown", "state")
 
     def __init__(
         self, rel: Rel, entries: Sequence[Entry], state: int, shown: str, *, plain: bool
     ) -> None:
         names = [entry.name for entry in entries]
         self.names: Iterator[str] = iter(quote_names(names))
+        self.rel = rel
         self.relative = "/".join(rel) + "/" if rel else ""
         self.state = state
         self.shown = shown
         self.plain = plain and structured_names(names) is names
+        #: The glob's steps from this state, remembered by name.
+        self.known: dict[str, int] = {}
+
+
+class _Matching:
+    """search_files' walk: depth-first, pre-order (a directory's contents come right
+    after it); the glob advances name by name, and below a directory whose state is
+    0 nothing can match (the walk is kept out of it).  A step is pure and names
+    repeat across a tree (__init__.py, index.js): each is remembered, per state, up
+    to _REMEMBERED_STEPS in all."""
+
+    def __init__(self, matcher: Glob, walker: Walker) -> None:
+        self.matcher = matcher
+        self.walker = walker
+        self.prune = not matcher.negated
+        self.matches: list[str] = []  # as shown: names quoted where they need it
+        self.exact: list[str] = []  # as structured content carries them
+        self.steps: dict[int, dict[str, int]] = {}
+        self.remembered = 0
+        self.frames: list[_Frame] = []
+        # The glob's state, and the path as shown, of the directory entered next.
+        self.state, self.shown = matcher.start(), walker.base + "/"
+
+    def walk(self) -> None:
+        for visit in self.walker:
+            what = visit[0]
+            if what == RUN:
+                self.visit(visit.entries)
+            elif what == ENTRY:  # a subdirectory
+                self.visit((cast("Entry", visit.entry),))
+            elif what == ENTER:
+                frames = self.frames
+                plain = not frames or frames[-1].plain
+                frame = _Frame(visit.rel, visit.entries, self.state, self.shown, plain=plain)
+                frame.known = self.steps.setdefault(self.state, {})
+                frames.append(frame)
+            elif what == LEAVE:
+                self.frames.pop()
+
+    def visit(self, entries: Sequence[Entry]) -> None:
+        """Match the next ``entries`` of the directory being visited."""
+        frame = self.frames[-1]
+        known, state, base = frame.known, frame.state, self.walker.base
+        step, accepts = self.matcher.step, self.matcher.accepts
+        remembered = self.remembered
+        # (frame.names holds the names of the rest of the directory: it outlasts entries.)
+        for (name, kind, _), shown_name in zip(entries, frame.names, strict=False):
+            here = known.get(name, -1)
+            if here < 0:
+                here = step(state, name) if state else 0
+                if remembered < _REMEMBERED_STEPS:
+                    known[name] = here
+                    remembered += 1
+            if accepts(here):
+                full = frame.shown + shown_name
+                if kind != "symlink" or self.walker.tree.link_stays_inside(
+                    (*frame.rel, name), full
+                ):
+                    self.matches.append(full)
+                    relative = frame.relative + name
+                    shown = relative if frame.plain else structured_path(relative)
+                    self.exact.append(f"{base}/{shown}")
+            if kind == "directory":
+                if here or not self.prune:
+                    self.state, self.shown = here, frame.shown + shown_name + "/"
+                else:
+                    self.walker.prune()
+        self.remembered = remembered
 
 
 def search_files(
@@ -172,51 +245,9 @@ def search_files(
 ) -> ToolResult:
     matcher = _compile([pattern])[0]
     walker = Walker(ctx, path, "search_files", _excluder(excludePatterns or []))
-    matches: list[str] = []  # as shown: names quoted where they need it
-    exact: list[str] = []  # as structured content carries them
-    base = walker.base
-    # Depth-first, pre-order: a directory's contents come right after it.  The glob
-    # advances name by name; below a directory whose state is 0 nothing can match.
-    prune = not matcher.negated
-    # A step is pure and names repeat across a tree (__init__.py, index.js): remember,
-    # per state, up to _REMEMBERED_STEPS in all.
-    steps: dict[int, dict[str, int]] = {}
-    remembered = 0
-    step, accepts = matcher.step, matcher.accepts
-    frames: list[_Frame] = []
-    # The glob's state, and the path as shown, of the directory entered next.
-    state, shown = matcher.start(), base + "/"
-    for visit in walker:
-        if visit.kind == ENTER:
-            plain = not frames or frames[-1].plain
-            frames.append(_Frame(visit.rel, visit.entries, state, shown, plain=plain))
-            continue
-        if visit.kind == LEAVE:
-            frames.pop()
-            continue
-        if visit.kind != ENTRY or visit.entry is None:
-            continue
-        frame = frames[-1]
-        name, kind, _ = visit.entry
-        shown_name = next(frame.names)
-        known = steps.setdefault(frame.state, {})
-        here = known.get(name, -1)
-        if here < 0:
-            here = step(frame.state, name) if frame.state else 0
-            if remembered < _REMEMBERED_STEPS:
-                known[name] = here
-                remembered += 1
-        if accepts(here):
-            full = frame.shown + shown_name
-            if kind != "symlink" or walker.tree.link_stays_inside(visit.rel, full):
-                matches.append(full)
-                relative = frame.relative + name
-                exact.append(f"{base}/{relative if frame.plain else structured_path(relative)}")
-        if kind == "directory":
-            if here or not prune:
-                state, shown = here, frame.shown + shown_name + "/"
-            else:
-                walker.prune()
+    search = _Matching(matcher, walker)
+    search.walk()
+    matches, exact = search.matches, search.exact
     text = "\n".join(matches) if matches else "No matches found"
     if walker.unreadable:
         note = "\n".join(f"  {p} ({code})" for p, code in walker.unreadable)
