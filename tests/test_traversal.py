@@ -18,15 +18,17 @@ from sandboxfs.core.traversal import (
     ENTER,
     ENTRY,
     LEAVE,
+    RUN,
     TOO_DEEP,
     TOO_MANY,
     UNREADABLE,
     Bounds,
     Step,
+    Traversal,
 )
 from sandboxfs.core.watch import Watch
 from sandboxfs.fs.below import below
-from sandboxfs.fs.entries import Entry
+from sandboxfs.fs.entries import Entry, read_entries
 
 
 @contextmanager
@@ -117,8 +119,6 @@ def test_every_directory_read_is_a_step_of_the_watch(tmp_path: Path) -> None:
 
     def read(directory: Directory) -> list[Entry]:
         reads.append(watch.inside)
-        from sandboxfs.fs.entries import read_entries  # noqa: PLC0415
-
         return read_entries(directory, with_stat=False)
 
     with _top(tmp_path) as top:
@@ -204,3 +204,37 @@ def test_pruning_keeps_the_walk_out_of_a_directory(tmp_path: Path) -> None:
             if step.kind == ENTER and step.rel == ("b",):
                 walk.prune()
     assert seen == [(ENTER, ""), (ENTRY, "a"), (ENTRY, "b"), (ENTER, "b"), (LEAVE, "b")]
+
+
+def test_a_batched_walk_gives_what_is_not_a_subdirectory_in_runs(tmp_path: Path) -> None:
+    """The tools' walks: the entries between two subdirectories come as one RUN step
+    (in order, right where a per-entry walk gives them), each subdirectory an ENTRY."""
+    for name in ("a1", "a2", "c1"):
+        (tmp_path / name).write_text("")
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "inner").write_text("")
+    (tmp_path / "d").mkdir()
+    with _top(tmp_path) as top:
+        walk = Traversal(
+            top,
+            bounds=Bounds(8, 100),
+            listing=lambda directory, rel: read_entries(directory, with_stat=False),
+            is_dir=lambda entry: entry.kind == "directory",
+            opening=lambda directory, rel, entry: directory.child(entry.name, "t"),
+            closing=Directory.close,
+            batched=True,
+        )
+        seen = [
+            (step.kind, "/".join(step.rel), [entry.name for entry in step.entries])
+            for step in walk
+            if step.kind != ENTER
+        ]
+    assert seen == [
+        (RUN, "", ["a1", "a2"]),
+        (ENTRY, "b", []),
+        (RUN, "b", ["inner"]),
+        (LEAVE, "b", []),
+        (RUN, "", ["c1"]),
+        (ENTRY, "d", []),
+        (LEAVE, "d", []),
+    ]
