@@ -242,6 +242,25 @@ def _errors_carry_the_os_context() -> None:
     errors.from_oserror = leaky  # type: ignore[assignment]
 
 
+def _edit_resolves_twice() -> None:
+    """An edit as it was: the path resolved to read, then again to write, the two
+    bridged only by comparing the bytes."""
+    from sandboxfs.fs.files import open_file  # noqa: PLC0415
+    from sandboxfs.fs.operation import Change  # noqa: PLC0415
+    from sandboxfs.fs.revisions import SameBytes  # noqa: PLC0415
+
+    def twice(ctx, path, edit):  # type: ignore[no-untyped-def]
+        with open_file(ctx, path) as f:
+            planned = edit(f)
+        if planned is None:
+            return Change()
+        return writes.replace_file(
+            ctx, path, planned.after, expected=SameBytes(planned.before), revision=planned.revision
+        )
+
+    writes.rewrite = twice
+
+
 MUTANTS = {
     "undo-is-blind": _undo_is_blind,
     "patch-without-rollback": _patch_without_rollback,
@@ -265,6 +284,7 @@ MUTANTS = {
     "seccomp-filter-allows-what-it-lists": _seccomp_filter_allows_what_it_lists,
     "parse-supervisor-inherits-descriptors": _parse_supervisor_inherits_descriptors,
     "errors-carry-the-os-context": _errors_carry_the_os_context,
+    "edit-resolves-twice": _edit_resolves_twice,
 }
 
 

@@ -31,6 +31,7 @@ from sandboxfs.core.errors import (
 )
 from sandboxfs.core.globs import Glob, GlobError, compile_glob
 from sandboxfs.core.names import quote_path, structured_path
+from sandboxfs.core.traversal import RUN
 from sandboxfs.fs.files import OpenFile
 from sandboxfs.tools.spec import CallContext, Progress, ToolResult
 from sandboxfs.tools.walking import Walker
@@ -284,37 +285,40 @@ def grep_files(
 def _walk(ctx: CallContext, walker: Walker, search: _Search, name_filter: Glob | None) -> None:
     path = walker.path
     prefix = path.rstrip("/") or "/"
-    pending: list[Iterator[tuple[str, Any]]] = []
     try:
-        pending.append(iter(walker.children(()) or []))
-        while pending and not search.full():
-            if search.out_of_time(ctx.limits.search_seconds):
+        for step in walker:
+            for name, kind, _ in step.entries if step.kind == RUN else ():
+                if kind == "file":
+                    _search_one(ctx, walker, search, name_filter, (*step.rel, name), prefix)
+                if search.full() or search.out_of_time(ctx.limits.search_seconds):
+                    return
+            # Before the walk goes on (into a directory, to the next entry).
+            if search.full() or search.out_of_time(ctx.limits.search_seconds):
                 return
-            item = next(pending[-1], None)
-            if item is None:
-                pending.pop()
-                continue
-            relative, entry = item
-            if entry.kind == "directory":
-                below = walker.children(tuple(relative.split("/")))
-                if below:
-                    pending.append(iter(below))
-                continue
-            if entry.kind != "file":
-                continue
-            if name_filter is not None:
-                subject = relative if "/" in (name_filter.pattern or "") else entry.name
-                if not name_filter.matches(subject):
-                    continue
-            shown = f"{prefix}/{quote_path(relative)}" if prefix != "/" else f"/{relative}"
-            exact = f"{prefix}/{structured_path(relative)}" if prefix != "/" else f"/{relative}"
-            try:
-                with walker.tree.open_file(tuple(relative.split("/")), shown) as f:
-                    search.search_file(f, shown, ctx.limits.search_seconds, exact)
-            except (NotFound, Conflict, NotARegularFile, IsADirectory, NotADirectory):
-                continue  # vanished or replaced meanwhile: not a match
-            except SandboxError as exc:
-                if exc.code not in ("ELOOP", "ENOENT"):
-                    search.unreadable += 1
     except LimitExceeded as exc:
         search.stopped = str(exc)
+
+
+def _search_one(
+    ctx: CallContext,
+    walker: Walker,
+    search: _Search,
+    name_filter: Glob | None,
+    rel: tuple[str, ...],
+    prefix: str,
+) -> None:
+    relative = "/".join(rel)
+    if name_filter is not None:
+        subject = relative if "/" in (name_filter.pattern or "") else rel[-1]
+        if not name_filter.matches(subject):
+            return
+    shown = f"{prefix}/{quote_path(relative)}" if prefix != "/" else f"/{relative}"
+    exact = f"{prefix}/{structured_path(relative)}" if prefix != "/" else f"/{relative}"
+    try:
+        with walker.tree.open_file(rel, shown) as f:
+            search.search_file(f, shown, ctx.limits.search_seconds, exact)
+    except (NotFound, Conflict, NotARegularFile, IsADirectory, NotADirectory):
+        return  # vanished or replaced meanwhile: not a match
+    except SandboxError as exc:
+        if exc.code not in ("ELOOP", "ENOENT"):
+            search.unreadable += 1

@@ -29,6 +29,7 @@ from sandboxfs.fs.journalstore import JournalStore
 from sandboxfs.fs.patchplan import FileChange
 from sandboxfs.fs.recording import Recording
 from sandboxfs.fs.walks import TreeWalk
+from sandboxfs.fs.writes import Rewrite, Rewriter
 
 Setup = Callable[[Tree], str]
 
@@ -158,7 +159,8 @@ OPERATIONS = _public(Sandbox, Sandbox.NOT_OPERATIONS)
 
 
 def _extra_arguments(method: Callable[..., Any], paths: int) -> list[object]:
-    """Values for the positional parameters after the paths (the data to write)."""
+    """Values for the positional parameters after the paths (the data to write, or
+    the function that computes it from what it reads)."""
     positional = [
         p
         for p in inspect.signature(method).parameters.values()
@@ -166,6 +168,9 @@ def _extra_arguments(method: Callable[..., Any], paths: int) -> list[object]:
     ]
     extra: list[object] = []
     for parameter in positional[paths:]:
+        if parameter.annotation in ("Rewriter", Rewriter):  # reads it all, writes in its place
+            extra.append(lambda f: Rewrite(f.file.read(), b"pwned"))
+            continue
         assert parameter.annotation in ("bytes", bytes), (method, parameter)
         extra.append(b"pwned")
     return extra

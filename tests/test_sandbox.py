@@ -24,6 +24,7 @@ import pytest
 
 import sandboxfs.fs.trees as trees_module
 from helpers import CANARY, Tree, in_child, run_as_nobody, snapshot
+from sandboxfs.core.chokepoint import Location
 from sandboxfs.core.errors import (
     AccessDenied,
     AlreadyExists,
@@ -39,8 +40,10 @@ from sandboxfs.core.errors import (
     SandboxError,
     Unsupported,
 )
+from sandboxfs.core.resolver import Resolver
 from sandboxfs.fs.facade import OpenFile, Sandbox
 from sandboxfs.fs.limits import Limits
+from sandboxfs.fs.operation import Change
 from sandboxfs.fs.revisions import (
     ABSENT,
     SameBytes,
@@ -50,6 +53,7 @@ from sandboxfs.fs.revisions import (
     stat_key,
     tree_revision,
 )
+from sandboxfs.fs.writes import Rewrite, Rewriter
 from sandboxfs.tools import CallContext
 from sandboxfs.tools.reading import whole_bytes
 from sandboxfs.tools.writing import edit_file, move_file
@@ -485,10 +489,14 @@ def test_an_edit_never_overwrites_a_change_made_after_its_read(tree: Tree, sneak
     before = target.stat()
 
     class WriterSneaksIn(Sandbox):
-        def replace_file(self, path: str, data: bytes, **kwargs: object) -> os.stat_result:
-            target.write_bytes(sneak)
-            os.utime(target, ns=(before.st_atime_ns, before.st_mtime_ns))
-            return super().replace_file(path, data, **kwargs)  # type: ignore[arg-type]
+        def rewrite(self, path: str, edit: Rewriter, /) -> Change:
+            def read_then_sneak(f: OpenFile) -> Rewrite | None:
+                planned = edit(f)
+                target.write_bytes(sneak)
+                os.utime(target, ns=(before.st_atime_ns, before.st_mtime_ns))
+                return planned
+
+            return super().rewrite(path, read_then_sneak)
 
     plain = tree.sandbox()
     ctx = CallContext(WriterSneaksIn(plain.resolver, plain.limits), Limits())
@@ -496,6 +504,53 @@ def test_an_edit_never_overwrites_a_change_made_after_its_read(tree: Tree, sneak
         edit_file(ctx, "f", [{"oldText": "original", "newText": "edited!!"}])
     assert target.read_bytes() == sneak
     assert os.listdir(tree.root) == ["f"]  # no staged file left behind
+
+
+def test_an_edit_resolves_its_path_once(tree: Tree, monkeypatch: pytest.MonkeyPatch) -> None:
+    """edit_file turns the client's path into a place once (Resolver.locate is where a
+    client path becomes a location): the file it reads is the file whose entry it
+    replaces.  A write, by contrast, resolves its path once too; before, an edit was
+    a read and a write, two resolutions."""
+    (tree.root / "f").write_bytes(b"inside, original\n")
+    located: list[str] = []
+    real = Resolver.locate
+
+    def counted(self: Resolver, path: str) -> Location:
+        located.append(path)
+        return real(self, path)
+
+    monkeypatch.setattr(Resolver, "locate", counted)
+    ctx = CallContext(tree.sandbox(), Limits())
+    edit_file(ctx, "f", [{"oldText": "original", "newText": "edited"}])
+    assert (tree.root / "f").read_bytes() == b"inside, edited\n"
+    assert located == ["f"]
+
+
+def test_an_edit_replaces_the_file_it_read_when_its_path_changes_meanwhile(tree: Tree) -> None:
+    """Between the read and the write the path comes to name another file with the
+    same bytes (a directory symlink on the way is retargeted): the edit changes the
+    file it read, never the one the path names by then (a second resolution would
+    have written there, its bytes being the ones read)."""
+    for name in ("a", "b"):
+        (tree.root / name).mkdir()
+        (tree.root / name / "f").write_bytes(b"inside, original\n")
+    (tree.root / "d").symlink_to("a")
+
+    class Retargets(Sandbox):
+        def rewrite(self, path: str, edit: Rewriter, /) -> Change:
+            def read_then_retarget(f: OpenFile) -> Rewrite | None:
+                planned = edit(f)
+                (tree.root / "d").unlink()
+                (tree.root / "d").symlink_to("b")
+                return planned
+
+            return super().rewrite(path, read_then_retarget)
+
+    plain = tree.sandbox()
+    ctx = CallContext(Retargets(plain.resolver, plain.limits), Limits())
+    edit_file(ctx, "d/f", [{"oldText": "original", "newText": "edited"}])
+    assert (tree.root / "a" / "f").read_bytes() == b"inside, edited\n"
+    assert (tree.root / "b" / "f").read_bytes() == b"inside, original\n"
 
 
 def test_a_big_edit_reports_the_revision_of_what_it_wrote(tree: Tree, sandbox: Sandbox) -> None:

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sandboxfs.core.names import quote_names
+from sandboxfs.core.traversal import Bounds, Traversal
 from sandboxfs.fs.entries import Entry
 from sandboxfs.tools.treejson import tree_json
 
@@ -36,6 +37,30 @@ def _at(root: Node, rel: tuple[str, ...]) -> Any:
     for name in rel:
         node = dict(node)[name]
     return node
+
+
+def _walk(root: Node, depth: int | None, read: list[tuple[str, ...]]) -> Traversal[Any, Entry]:
+    """The traversal of ``root`` as directory_tree walks a tree (``read``: each
+    directory below the start in the order it is read)."""
+
+    def listing(rel: tuple[str, ...], _: tuple[str, ...]) -> list[Entry]:
+        if rel:
+            read.append(rel)
+        node = _at(root, rel)
+        if node is None:
+            raise PermissionError("EACCES")
+        return _entries(node)
+
+    return Traversal(
+        (),
+        bounds=Bounds(depth or 1000, 10**6),
+        listing=listing,
+        is_dir=lambda entry: entry.kind == "directory",
+        opening=lambda parent, rel, entry: rel,
+        closing=lambda rel: None,
+        unreadable=lambda error: True,
+        batched=True,
+    )
 
 
 def _oracle(root: Node, depth: int | None) -> str:
@@ -72,13 +97,7 @@ def _unique(node: Node) -> Node:
 def test_the_text_is_the_serialized_tree(tree: Node, depth: int | None) -> None:
     root = _unique(tree)
     read: list[tuple[str, ...]] = []
-
-    def below(rel: tuple[str, ...]) -> list[Entry] | None:
-        read.append(rel)
-        node = _at(root, rel)
-        return None if node is None else _entries(node)
-
-    text = tree_json(_entries(root), below, lambda: "EACCES", depth)
+    text = tree_json(_walk(root, depth, read), str)
     assert text == _oracle(root, depth)
     assert json.loads(text) == json.loads(_oracle(root, depth))
     # Directories are read depth first, in the order the text shows them.
@@ -105,10 +124,5 @@ def test_names_that_need_escapes() -> None:
         ("tab\tand\u2028sep", None),
         ("é✓😀", [("\x7f", "file")]),
     ]
-    assert tree_json(
-        _entries(root),
-        lambda rel: None if _at(root, rel) is None else _entries(_at(root, rel)),
-        lambda: "EACCES",
-        None,
-    ) == _oracle(root, None)
-    assert tree_json([], lambda rel: [], lambda: "", None) == "[]"
+    assert tree_json(_walk(root, None, []), str) == _oracle(root, None)
+    assert tree_json(_walk([], None, []), str) == "[]"

@@ -71,6 +71,17 @@ from sandboxfs.core.policy import PolicyRefusal as PolicyRefusal
 from sandboxfs.core.resolver import Resolver as Resolver
 from sandboxfs.core.roots import local_path as local_path
 from sandboxfs.core.roots import roots_from_uris as roots_from_uris
+from sandboxfs.core.traversal import ENTER as ENTER
+from sandboxfs.core.traversal import ENTRY as ENTRY
+from sandboxfs.core.traversal import LEAVE as LEAVE
+from sandboxfs.core.traversal import RUN as RUN
+from sandboxfs.core.traversal import TOO_DEEP as TOO_DEEP
+from sandboxfs.core.traversal import TOO_MANY as TOO_MANY
+from sandboxfs.core.traversal import UNREADABLE as UNREADABLE
+from sandboxfs.core.traversal import Bounds as Bounds
+from sandboxfs.core.traversal import Rel as Rel
+from sandboxfs.core.traversal import Step as Step
+from sandboxfs.core.traversal import Traversal as Traversal
 from sandboxfs.core.watch import NO_WATCH as NO_WATCH
 from sandboxfs.core.watch import Stall as Stall
 from sandboxfs.core.watch import StepWatch as StepWatch

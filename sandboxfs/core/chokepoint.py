@@ -62,6 +62,7 @@ from sandboxfs.core.allowlist import Root
 from sandboxfs.core.errors import Conflict, SandboxError, from_oserror
 from sandboxfs.core.pathnames import join
 from sandboxfs.core.policy import Policy, PolicyRefusal, Verdict
+from sandboxfs.core.traversal import ENTRY, TOO_DEEP, TOO_MANY, Bounds, Traversal
 
 _VISIBLE: Final = Verdict(hidden=False, protected=False)
 
@@ -78,8 +79,16 @@ EAGAIN_RETRIES: Final = 64
 LIST_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NONBLOCK
 #: Flags for opening a file to read: never block on a FIFO, never adopt a tty.
 READ_FLAGS: Final = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY
-#: Most entries below a directory that a rename checks against a policy with patterns.
+#: Most entries below a directory that a rename checks against a policy with patterns,
+#: and most levels (each holds one descriptor while what is below it is checked).
 SUBTREE_CHECK_ENTRIES: Final = 100_000
+SUBTREE_CHECK_DEPTH: Final = 256
+#: Why a rename's check of what is below a directory refuses it.
+_UNCHECKED: Final = {
+    TOO_MANY: "too many entries below it to check the policy",
+    TOO_DEEP: "too deep a tree below it to check the policy",
+}
+_HOLDS_HIDDEN: Final = "it holds entries the policy hides or protects"
 
 
 @final
@@ -494,7 +503,7 @@ class Directory:
     def _check_subtree(self, name: str, here: Location, there: Location) -> None:
         """Refuse (PolicyRefusal) to move the directory ``name`` (at ``here``) to
         ``there`` if any entry below it, hidden ones included, is hidden or
-        protected at either place, or if there are too many to check."""
+        protected at either place, or if there are too many, or too deep, to check."""
         try:
             st = os.stat(_entry_name(name), dir_fd=self.fd, follow_symlinks=False)
         except FileNotFoundError:
@@ -502,38 +511,35 @@ class Directory:
         if not stat.S_ISDIR(st.st_mode):
             return
         ours, theirs = here.root.policy, there.root.policy
-        seen = 0
-        # Raw descriptors on purpose: the check must see the entries the policy hides.
-        top: tuple[str, ...] = ()
-        pending = [(self.confinement.open(self.fd, name, LIST_FLAGS, exact=True), top)]
+        # Raw listings on purpose: the check must see the entries the policy hides.
+        top = self.confinement.open(self.fd, name, LIST_FLAGS, exact=True)
+        walk: Traversal[int, tuple[str, str]] = Traversal(
+            top,
+            bounds=Bounds(SUBTREE_CHECK_DEPTH, SUBTREE_CHECK_ENTRIES),
+            listing=_raw_entries,
+            is_dir=lambda entry: entry[1] == "d",
+            opening=lambda fd, rel, entry: self.confinement.open(
+                fd, entry[0], LIST_FLAGS, exact=True
+            ),
+            closing=os.close,
+        )
         try:
-            while pending:
-                fd, below = pending.pop()
-                try:
-                    names, kinds = syscalls.read_dir(fd)
-                    for child, kind in zip(names, kinds, strict=True):
-                        seen += 1
-                        if seen > SUBTREE_CHECK_ENTRIES:
-                            raise PolicyRefusal(
-                                errno.EACCES, "too many entries below it to check the policy"
-                            )
-                        rel = (*below, child)
-                        if (
-                            ours.verdict((*here.rel, *rel)) != _VISIBLE
-                            or theirs.verdict((*there.rel, *rel)) != _VISIBLE
-                        ):
-                            raise PolicyRefusal(
-                                errno.EACCES, "it holds entries the policy hides or protects"
-                            )
-                        if kind == "d":
-                            pending.append(
-                                (self.confinement.open(fd, child, LIST_FLAGS, exact=True), rel)
-                            )
-                finally:
-                    os.close(fd)
+            for step in walk:
+                if step.kind in _UNCHECKED:
+                    raise PolicyRefusal(errno.EACCES, _UNCHECKED[step.kind])
+                if step.kind == ENTRY and (
+                    ours.verdict((*here.rel, *step.rel)) != _VISIBLE
+                    or theirs.verdict((*there.rel, *step.rel)) != _VISIBLE
+                ):
+                    raise PolicyRefusal(errno.EACCES, _HOLDS_HIDDEN)
         finally:
-            for fd, _ in pending:
-                os.close(fd)
+            os.close(top)
+
+
+def _raw_entries(fd: int, rel: tuple[str, ...]) -> list[tuple[str, str]]:
+    """Every entry of the directory open at ``fd`` with its kind letter, hidden ones too."""
+    names, kinds = syscalls.read_dir(fd)
+    return list(zip(names, kinds, strict=True))
 
 
 @final

@@ -5,17 +5,25 @@ what the tools call.  No MCP types here.
 
 from __future__ import annotations
 
+from sandboxfs.core import ENTER as ENTER
+from sandboxfs.core import ENTRY as ENTRY
 from sandboxfs.core import LEAF_BINARY as LEAF_BINARY
 from sandboxfs.core import LEAF_GONE as LEAF_GONE
 from sandboxfs.core import LEAF_LATER as LEAF_LATER
 from sandboxfs.core import LEAF_SEARCH as LEAF_SEARCH
 from sandboxfs.core import LEAF_TEXT as LEAF_TEXT
+from sandboxfs.core import LEAVE as LEAVE
 from sandboxfs.core import MAX_PATH_BYTES as MAX_PATH_BYTES
 from sandboxfs.core import NO_WATCH as NO_WATCH
 from sandboxfs.core import OPEN as OPEN
 from sandboxfs.core import QUOTED_CHARS as QUOTED_CHARS
+from sandboxfs.core import RUN as RUN
+from sandboxfs.core import TOO_DEEP as TOO_DEEP
+from sandboxfs.core import TOO_MANY as TOO_MANY
+from sandboxfs.core import UNREADABLE as UNREADABLE
 from sandboxfs.core import AccessDenied as AccessDenied
 from sandboxfs.core import AllowList as AllowList
+from sandboxfs.core import Bounds as Bounds
 from sandboxfs.core import Confinement as Confinement
 from sandboxfs.core import Conflict as Conflict
 from sandboxfs.core import Directory as Directory
@@ -30,10 +38,12 @@ from sandboxfs.core import NotARegularFile as NotARegularFile
 from sandboxfs.core import NotFound as NotFound
 from sandboxfs.core import Policy as Policy
 from sandboxfs.core import PolicyDenied as PolicyDenied
+from sandboxfs.core import Rel as Rel
 from sandboxfs.core import Resolver as Resolver
 from sandboxfs.core import Root as Root
 from sandboxfs.core import SandboxError as SandboxError
 from sandboxfs.core import Stall as Stall
+from sandboxfs.core import Step as Step
 from sandboxfs.core import StepWatch as StepWatch
 from sandboxfs.core import TimedOut as TimedOut
 from sandboxfs.core import Unsupported as Unsupported
@@ -75,6 +85,10 @@ from sandboxfs.fs.journalstore import JournalStore as JournalStore
 from sandboxfs.fs.limits import Limits as Limits
 from sandboxfs.fs.operation import Change as Change
 from sandboxfs.fs.patchplan import FileChange as FileChange
+from sandboxfs.fs.readahead import UNREADABLE_FILE as UNREADABLE_FILE
+from sandboxfs.fs.readahead import ReadSizes as ReadSizes
+from sandboxfs.fs.readahead import Run as Run
+from sandboxfs.fs.readahead import read_runs as read_runs
 from sandboxfs.fs.recording import Recording as Recording
 from sandboxfs.fs.revisions import ABSENT as ABSENT
 from sandboxfs.fs.revisions import RevisionCache as RevisionCache
@@ -83,6 +97,7 @@ from sandboxfs.fs.revisions import check as check
 from sandboxfs.fs.revisions import content_revision as content_revision
 from sandboxfs.fs.revisions import revision_soon as revision_soon
 from sandboxfs.fs.walks import TreeWalk as TreeWalk
+from sandboxfs.fs.walks import traversal as traversal
 from sandboxfs.fs.workspacebase import Base as Base
 from sandboxfs.fs.workspacebase import SessionGone as SessionGone
 from sandboxfs.fs.workspacebase import SessionLease as SessionLease
@@ -90,3 +105,4 @@ from sandboxfs.fs.workspacebase import Workspace as Workspace
 from sandboxfs.fs.workspacebase import check_name as check_name
 from sandboxfs.fs.workspacebase import create_store as create_store
 from sandboxfs.fs.workspacebase import list_stores as list_stores
+from sandboxfs.fs.writes import Rewrite as Rewrite

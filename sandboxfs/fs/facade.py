@@ -39,6 +39,7 @@ from sandboxfs.fs.patchplan import FileChange
 from sandboxfs.fs.revisions import RevisionCache, SameBytes
 from sandboxfs.fs.staging import CopyProgress
 from sandboxfs.fs.walks import TreeWalk
+from sandboxfs.fs.writes import Rewriter
 
 if TYPE_CHECKING:
     from sandboxfs.fs.approval import Gate
@@ -216,6 +217,12 @@ class Sandbox:
     ) -> Change:
         """Write ``data`` to ``path`` atomically (see :func:`writes.replace_file`)."""
         return writes.replace_file(self.ctx, path, data, expected=expected, revision=revision)
+
+    @operation(FOLLOW)
+    def rewrite(self, path: str, edit: Rewriter, /) -> Change:
+        """Read the file ``path``, compute its new bytes with ``edit`` and write them in
+        its place, from one resolution of ``path`` (see :func:`writes.rewrite`)."""
+        return writes.rewrite(self.ctx, path, edit)
 
     @operation(FOLLOW)
     def append_file(self, path: str, data: bytes, /, *, expected: str | None = None) -> Change:

@@ -379,7 +379,7 @@ def before_remove(
         state: JSON = {"kind": "directory", "mode": mode, "tree": tree}
         if recursive:
             with parent.dir.child(parent.leaf, parent.path) as directory:
-                note = keep_tree(recording, ctx, directory, parent.path, rel=(), out=tree)
+                note = keep_tree(recording, ctx, directory, parent.path, out=tree)
             if note is not None:
                 state = {"kind": "directory", "mode": mode, "tree": None, "note": note}
                 # Objects kept for the part already read stay pinned until the record is written.

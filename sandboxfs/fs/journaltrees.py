@@ -3,7 +3,7 @@ kept by hash), everything below a directory about to be removed, the names below
 directory (for the rules of ``--ask``), and what a tree holds whatever its times.
 
 Every directory is opened exactly beneath the one before (no symlink followed), depth
-first, within the walk's entry cap and depth.
+first, within the walk's entry cap and depth (:func:`sandboxfs.fs.below.below`).
 """
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ import os
 import stat
 from typing import TYPE_CHECKING, Any
 
-from sandboxfs.core import READ_FLAGS, Directory, ParentDir
-from sandboxfs.fs.entries import read_entries
+from sandboxfs.core import ENTRY, READ_FLAGS, TOO_DEEP, TOO_MANY, Directory, ParentDir
+from sandboxfs.fs.below import below, bounds
+from sandboxfs.fs.entries import Entry
 from sandboxfs.fs.operation import FsContext
 from sandboxfs.fs.revisions import content_revision, stat_key
 
@@ -38,19 +39,14 @@ def names_below(ctx: FsContext, parent: ParentDir) -> list[tuple[str, ...]]:
     if st is None or not stat.S_ISDIR(st.st_mode):
         return []
     found: list[tuple[str, ...]] = []
-
-    def visit(directory: Directory, rel: tuple[str, ...]) -> None:
-        for entry in read_entries(directory, with_stat=False):
-            if len(found) >= ctx.limits.walk_entries or len(rel) >= ctx.limits.tree_depth:
-                return
-            here = (*rel, entry.name)
-            found.append(here)
-            if entry.kind == "directory":
-                with directory.child(entry.name, parent.path) as below:
-                    visit(below, here)
-
+    cap = ctx.limits.walk_entries
     with parent.dir.child(parent.leaf, parent.path) as top:
-        visit(top, ())
+        for step in below(top, parent.path, bounds=bounds(ctx.limits), watch=ctx.watch):
+            if step.kind == ENTRY:
+                found.append(step.rel)
+            elif step.kind == TOO_MANY:  # the names of that listing that fit the cap
+                room = cap - len(found)
+                found += [(*step.rel, entry.name) for entry in step.entries[:room]]
     return found
 
 
@@ -73,50 +69,59 @@ def tree_content(tree: list[JSON]) -> str:
 
 
 def keep_tree(
-    recording: Recording,
-    ctx: FsContext,
-    directory: Directory,
-    path: str,
-    *,
-    rel: tuple[str, ...],
-    out: list[JSON],
+    recording: Recording, ctx: FsContext, directory: Directory, path: str, *, out: list[JSON]
 ) -> str | None:
     """Describe and keep everything below ``directory`` into ``out`` (parents before
     what they hold); a note instead when it cannot all be kept."""
-    if len(rel) >= ctx.limits.tree_depth:
-        return f"not kept: deeper than {ctx.limits.tree_depth} levels"
-    with ctx.watch.step(path):
-        entries = read_entries(directory, with_stat=True)
-    for entry in entries:
-        if len(out) >= ctx.limits.walk_entries:
+    walk = below(
+        directory,
+        path,
+        bounds=bounds(ctx.limits, entries=ctx.limits.walk_entries),
+        watch=ctx.watch,
+        with_stat=True,
+    )
+    for step in walk:
+        if step.kind == TOO_DEEP:
+            return f"not kept: deeper than {ctx.limits.tree_depth} levels"
+        if step.kind == TOO_MANY:
             return f"not kept: more than {ctx.limits.walk_entries} entries"
-        here = (*rel, entry.name)
-        lst = entry.lstat
-        if lst is None:
+        if step.kind != ENTRY or step.entry is None or step.entry.lstat is None:
             continue
-        mode = stat.S_IMODE(lst.st_mode)
-        if entry.kind == "directory":
-            out.append({"rel": list(here), "kind": "directory", "mode": mode})
-            with directory.child(entry.name, path) as below:
-                note = keep_tree(recording, ctx, below, path, rel=here, out=out)
-            if note is not None:
-                return note
-        elif entry.kind == "symlink":
-            out.append(
-                {"rel": list(here), "kind": "symlink", "target": directory.readlink(entry.name)}
-            )
-        elif entry.kind == "file":
-            fd = directory.open(entry.name, READ_FLAGS)
-            try:
-                opened = os.fstat(fd)
-                if not stat.S_ISREG(opened.st_mode):
-                    return "not kept: an entry changed while it was read"
-                state = file_state(recording, ctx, fd, opened)
-            finally:
-                os.close(fd)
-            if state.get("object") is None:
-                return str(state.get("note") or "not kept")
-            out.append({"rel": list(here), **state})
-        else:
-            out.append({"rel": list(here), "kind": "other", "mode": mode})
+        assert step.parent is not None
+        note = _keep_entry(recording, ctx, step.parent, step.rel, step.entry, out=out)
+        if note is not None:
+            return note
+    return None
+
+
+def _keep_entry(
+    recording: Recording,
+    ctx: FsContext,
+    directory: Directory,
+    here: tuple[str, ...],
+    entry: Entry,
+    *,
+    out: list[JSON],
+) -> str | None:
+    """Describe and keep one entry of ``directory``; a note when it cannot be kept."""
+    assert entry.lstat is not None
+    mode = stat.S_IMODE(entry.lstat.st_mode)
+    if entry.kind == "directory":
+        out.append({"rel": list(here), "kind": "directory", "mode": mode})
+    elif entry.kind == "symlink":
+        out.append({"rel": list(here), "kind": "symlink", "target": directory.readlink(entry.name)})
+    elif entry.kind == "file":
+        fd = directory.open(entry.name, READ_FLAGS)
+        try:
+            opened = os.fstat(fd)
+            if not stat.S_ISREG(opened.st_mode):
+                return "not kept: an entry changed while it was read"
+            state = file_state(recording, ctx, fd, opened)
+        finally:
+            os.close(fd)
+        if state.get("object") is None:
+            return str(state.get("note") or "not kept")
+        out.append({"rel": list(here), **state})
+    else:
+        out.append({"rel": list(here), "kind": "other", "mode": mode})
     return None

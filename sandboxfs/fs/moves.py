@@ -16,7 +16,10 @@ import os
 import stat
 
 from sandboxfs.core import (
+    ENTRY,
+    LEAVE,
     READ_FLAGS,
+    TOO_DEEP,
     Conflict,
     Directory,
     LimitExceeded,
@@ -29,8 +32,9 @@ from sandboxfs.core import (
     syscalls,
 )
 from sandboxfs.fs import journaling
+from sandboxfs.fs.below import UNCOUNTED, below, bounds
 from sandboxfs.fs.conditional import guarded
-from sandboxfs.fs.entries import read_entries, require_regular
+from sandboxfs.fs.entries import require_regular
 from sandboxfs.fs.files import cached_file_revision, revision_of_handle
 from sandboxfs.fs.metadata import SAFE_MODE_BITS, copy_xattrs
 from sandboxfs.fs.operation import Change, FsContext
@@ -277,7 +281,7 @@ def remove(ctx: FsContext, path: str, *, recursive: bool, expected: str | None =
             before = journaling.before_remove(ctx, parent, st, recursive=recursive)
             if recursive:
                 with parent.dir.child(parent.leaf, path) as directory:
-                    _clear(ctx, directory, path, 1, removed)
+                    _clear(ctx, directory, path, removed)
             parent.rmdir()
         except OSError as exc:
             if exc.errno == errno.ENOTEMPTY and not recursive:
@@ -300,21 +304,21 @@ def _partly(
     return type(failure)(message, failure.code)
 
 
-def _clear(ctx: FsContext, directory: Directory, path: str, depth: int, removed: list[int]) -> None:
+def _clear(ctx: FsContext, directory: Directory, path: str, removed: list[int]) -> None:
     """Remove everything in ``directory``, depth first, through descriptors opened
     exactly (a symlink is removed as a link, never followed)."""
-    if depth > ctx.limits.tree_depth:
-        raise LimitExceeded(
-            f"Directory tree deeper than {ctx.limits.tree_depth} levels; not removed "
-            f"completely: {path}"
-        )
-    with ctx.watch.step(path):
-        entries = read_entries(directory, with_stat=False)
-    for entry in entries:
-        if entry.kind == "directory":
-            with directory.child(entry.name, path) as below:
-                _clear(ctx, below, path, depth + 1, removed)
-            directory.rmdir(entry.name)
-        else:
-            directory.unlink(entry.name)
-        removed[0] += 1
+    walk = below(directory, path, bounds=bounds(ctx.limits, entries=UNCOUNTED), watch=ctx.watch)
+    for step in walk:
+        if step.kind == TOO_DEEP:
+            raise LimitExceeded(
+                f"Directory tree deeper than {ctx.limits.tree_depth} levels; not removed "
+                f"completely: {path}"
+            )
+        if step.kind == LEAVE:
+            assert step.parent is not None
+            step.parent.rmdir(step.name)
+            removed[0] += 1
+        elif step.kind == ENTRY and step.entry is not None and step.entry.kind != "directory":
+            assert step.parent is not None
+            step.parent.unlink(step.name)
+            removed[0] += 1

@@ -12,9 +12,19 @@ import errno
 import os
 from typing import Any
 
-from sandboxfs.core import READ_FLAGS, AlreadyExists, Directory, ParentDir, errno_error
+from sandboxfs.core import (
+    ENTRY,
+    READ_FLAGS,
+    TOO_DEEP,
+    TOO_MANY,
+    AlreadyExists,
+    Directory,
+    ParentDir,
+    errno_error,
+)
 from sandboxfs.fs import journaling, writes
-from sandboxfs.fs.entries import read_entries
+from sandboxfs.fs.below import below, bounds
+from sandboxfs.fs.entries import Entry
 from sandboxfs.fs.files import cached_file_revision
 from sandboxfs.fs.journalobjects import JournalError
 from sandboxfs.fs.journalplaces import Place
@@ -29,43 +39,37 @@ JSON = dict[str, Any]
 
 def tree_content_at(ctx: FsContext, place: Place) -> str:
     """What the directory at ``place`` holds, as :func:`journaling.tree_content` tells
-    it (``dir:too-big`` beyond the walk's entry cap)."""
+    it (``dir:too-big`` beyond the walk's entry cap or depth)."""
     path = place.path
     tree: list[JSON] = []
     with ctx.resolver.parent(path) as parent, parent.dir.child(parent.leaf, path) as top:
-        if not _describe_content(ctx, top, path, (), tree):
-            return "dir:too-big"
+        walk = below(top, path, bounds=bounds(ctx.limits), watch=ctx.watch, with_stat=True)
+        for step in walk:
+            if step.kind in (TOO_DEEP, TOO_MANY):
+                return "dir:too-big"
+            if step.kind != ENTRY:
+                continue
+            if step.entry is None or step.entry.lstat is None:
+                return "dir:too-big"
+            assert step.parent is not None
+            tree.append(_content_of(ctx, step.parent, step.rel, step.entry))
     return tree_content(tree)
 
 
-def _describe_content(
-    ctx: FsContext, directory: Directory, path: str, rel: tuple[str, ...], out: list[JSON]
-) -> bool:
-    if len(rel) >= ctx.limits.tree_depth:
-        return False
-    for entry in read_entries(directory, with_stat=True):
-        if len(out) >= ctx.limits.walk_entries or entry.lstat is None:
-            return False
-        here = (*rel, entry.name)
-        if entry.kind == "directory":
-            out.append({"rel": list(here), "kind": "directory"})
-            with directory.child(entry.name, path) as below:
-                if not _describe_content(ctx, below, path, here, out):
-                    return False
-        elif entry.kind == "symlink":
-            out.append(
-                {"rel": list(here), "kind": "symlink", "target": directory.readlink(entry.name)}
-            )
-        elif entry.kind == "file":
-            fd = directory.open(entry.name, READ_FLAGS)
-            try:
-                revision = cached_file_revision(ctx, fd, os.fstat(fd), fresh=True)
-            finally:
-                os.close(fd)
-            out.append({"rel": list(here), "kind": "file", "revision": revision})
-        else:
-            out.append({"rel": list(here), "kind": "other"})
-    return True
+def _content_of(ctx: FsContext, directory: Directory, here: tuple[str, ...], entry: Entry) -> JSON:
+    """One entry of ``directory`` as :func:`journaling.tree_content` reads it."""
+    if entry.kind == "directory":
+        return {"rel": list(here), "kind": "directory"}
+    if entry.kind == "symlink":
+        return {"rel": list(here), "kind": "symlink", "target": directory.readlink(entry.name)}
+    if entry.kind == "file":
+        fd = directory.open(entry.name, READ_FLAGS)
+        try:
+            revision = cached_file_revision(ctx, fd, os.fstat(fd), fresh=True)
+        finally:
+            os.close(fd)
+        return {"rel": list(here), "kind": "file", "revision": revision}
+    return {"rel": list(here), "kind": "other"}
 
 
 def restore(ctx: FsContext, store: JournalStore, place: Place, state: JSON) -> None:

@@ -1,24 +1,23 @@
 """Descriptions of the tree below a directory, for its revision.
 
-The walk goes through descriptors: each subdirectory is opened exactly (never
-through a symlink, never across a mount point under ``--no-xdev``) relative to
-its parent's descriptor, depth first, so it holds at most one descriptor per
-level.  A subdirectory that cannot be opened (no permission, removed or
+The walk is :func:`sandboxfs.fs.below.below`: each subdirectory is opened exactly
+(never through a symlink, never across a mount point under ``--no-xdev``)
+relative to its parent's descriptor, depth first, so it holds at most one
+descriptor per level.  A subdirectory that cannot be opened (no permission, removed or
 replaced meanwhile, a refused mount point) is described as such and not
 descended: a listing never fails because something below it is unreadable.
 """
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
 import stat
-from collections.abc import Iterator
 from typing import Final
 
-from sandboxfs.core import Directory
-from sandboxfs.fs.entries import Entry, kind_of
+from sandboxfs.core import ENTRY, TOO_MANY, UNREADABLE, Bounds, Directory
+from sandboxfs.fs.below import below
+from sandboxfs.fs.entries import Entry, kind_of, read_entries
 from sandboxfs.fs.operation import FsContext
 from sandboxfs.fs.revisions import describe_entry, tree_revision
 
@@ -43,103 +42,61 @@ def tree_revision_below(
     return tree_revision(iter(_lines(ctx, directory, path, budget, top)))
 
 
-def _level(directory: Directory) -> list[tuple[str, os.stat_result]]:
-    """Every entry of ``directory`` with its ``lstat`` (entries removed meanwhile are
-    left out)."""
-    found = []
-    with directory.scandir() as it:
-        for item in it:
-            try:
-                found.append((item.name, item.stat(follow_symlinks=False)))
-            except FileNotFoundError:
-                continue
-    return found
+def _unreadable(error: BaseException) -> bool:
+    return isinstance(error, OSError) and error.errno in _UNREADABLE
 
 
 def _lines(
     ctx: FsContext, top_dir: Directory, path: str, budget: int, top: list[Entry] | None
 ) -> list[str]:
     """Description lines of everything below ``top_dir`` (in no particular order: a
-    revision sorts them).  Each directory is described whole, then its
-    subdirectories one at a time, so at most one descriptor per level is held."""
-    with ctx.watch.step(path):
-        first = (
-            [(e.name, e.lstat) for e in top if e.lstat is not None]
-            if top is not None
-            else _level(top_dir)
-        )
-    if len(first) > budget:
-        raise TooManyEntries(budget)
-    seen = len(first)
+    revision sorts them), at most one descriptor per level held.  A subdirectory
+    that cannot be read is described as such; one at the depth limit is described,
+    not read; a mount point under ``--no-xdev`` is described as one, nothing below."""
+    hiding = ctx.resolver.confinement.no_xdev
+    first = None if top is None else [e for e in top if e.lstat is not None]
+    walk = below(
+        top_dir,
+        path,
+        bounds=Bounds(ctx.limits.tree_depth + 1, budget),
+        watch=ctx.watch,
+        unreadable=_unreadable,
+        first=first,
+        read=_level,
+    )
+    # The device of each directory read (a mount point under --no-xdev is hidden).
+    devices: dict[tuple[str, ...], int] = {(): top_dir.stat().st_dev}
     lines: list[str] = []
-    below = _describe(ctx, top_dir, top_dir.stat().st_dev, "", level=first, lines=lines)
-    # (directory, prefix of its entries, its subdirectories left); the first is not ours.
-    frames: list[tuple[Directory, str, Iterator[tuple[str, os.stat_result]]]] = [
-        (top_dir, "", iter(below))
-    ]
-    try:
-        while frames:
-            directory, prefix, subdirectories = frames[-1]
-            item = next(subdirectories, None)
-            if item is None:
-                frames.pop()
-                if frames:
-                    directory.close()
-                continue
-            name, st = item
-            relative = prefix + name
-            opened = _open_level(ctx, directory, name, path)
-            if isinstance(opened, str):
-                lines.append(describe_entry(relative, f"unreadable {opened}", None))
-                continue
-            child, level = opened
-            seen += len(level)
-            if seen > budget:
-                child.close()
-                raise TooManyEntries(budget)
-            inner = relative + "/"
-            frames.append(
-                (
-                    child,
-                    inner,
-                    iter(_describe(ctx, child, st.st_dev, inner, level=level, lines=lines)),
-                )
-            )
-    finally:
-        for directory, _, _ in frames[1:]:
-            directory.close()
+    append = lines.append
+    for step in walk:
+        if step.kind == TOO_MANY:
+            raise TooManyEntries(budget)
+        relative = "/".join(step.rel)
+        if step.kind == UNREADABLE:
+            code = errno.errorcode.get(getattr(step.error, "errno", 0) or 0, "EIO")
+            append(describe_entry(relative, f"unreadable {code}", None))
+        elif step.kind == ENTRY:
+            directory, entry = step.parent, step.entry
+            assert directory is not None and entry is not None and entry.lstat is not None
+            name, st = entry.name, entry.lstat
+            mode = st.st_mode
+            if hiding and directory.hides(name, st, devices[step.rel[:-1]]):
+                append(describe_entry(relative, "mount point", None))
+                walk.prune()
+            elif stat.S_ISDIR(mode):
+                append(describe_entry(relative, "directory", st))
+                devices[step.rel] = st.st_dev
+            elif stat.S_ISLNK(mode):
+                append(_link_line(directory, name, relative, st))
+            else:
+                append(describe_entry(relative, kind_of(mode), st))
     return lines
 
 
-def _describe(
-    ctx: FsContext,
-    directory: Directory,
-    dev: int,
-    prefix: str,
-    *,
-    level: list[tuple[str, os.stat_result]],
-    lines: list[str],
-) -> list[tuple[str, os.stat_result]]:
-    """Add the lines of one directory's entries; returns the subdirectories to
-    describe next (none at the depth limit)."""
-    hiding = ctx.resolver.confinement.no_xdev
-    descend = prefix.count("/") < ctx.limits.tree_depth
-    append = lines.append
-    subdirectories = []
-    for name, st in level:
-        relative = prefix + name
-        mode = st.st_mode
-        if hiding and directory.hides(name, st, dev):
-            append(describe_entry(relative, "mount point", None))
-        elif stat.S_ISDIR(mode):
-            append(describe_entry(relative, "directory", st))
-            if descend:
-                subdirectories.append((name, st))
-        elif stat.S_ISLNK(mode):
-            append(_link_line(directory, name, relative, st))
-        else:
-            append(describe_entry(relative, kind_of(mode), st))
-    return subdirectories
+def _level(directory: Directory) -> list[Entry]:
+    """Every entry of ``directory`` with its ``lstat`` (entries removed meanwhile are
+    left out)."""
+    return read_entries(directory, with_stat=True)
 
 
 def _link_line(directory: Directory, name: str, relative: str, st: os.stat_result) -> str:
@@ -150,30 +107,6 @@ def _link_line(directory: Directory, name: str, relative: str, st: os.stat_resul
     return describe_entry(relative, "symlink", st, target)
 
 
-def _open_level(
-    ctx: FsContext, directory: Directory, name: str, path: str
-) -> tuple[Directory, list[tuple[str, os.stat_result]]] | str:
-    """The subdirectory ``name`` opened and read, or the errno name of why it cannot
-    be (then it is described as unreadable, not descended)."""
-    with ctx.watch.step(path):
-        try:
-            child = directory.child(name, path)
-        except OSError as exc:
-            if exc.errno not in _UNREADABLE:
-                raise
-            return errno.errorcode.get(exc.errno or 0, "EIO")
-        try:
-            return child, _level(child)
-        except OSError as exc:
-            child.close()
-            if exc.errno not in _UNREADABLE:
-                raise
-            return errno.errorcode.get(exc.errno or 0, "EIO")
-        except BaseException:
-            child.close()
-            raise
-
-
 def _fits(
     ctx: FsContext, top_dir: Directory, path: str, budget: int, top: list[Entry] | None
 ) -> bool:
@@ -181,49 +114,12 @@ def _fits(
     counted by name alone (no ``stat``): a big tree's revision is given up at a
     fraction of the cost of describing it up to the budget.  A directory that
     cannot be read is not counted; the description reports it."""
-    max_slashes = ctx.limits.tree_depth
-    # (directory, slashes of its entries, names of its subdirectories left to count)
-    frames: list[tuple[Directory, int, Iterator[str]]] = []
-    seen = 0
-
-    def counted(directory: Directory) -> list[str]:
-        nonlocal seen
-        subdirectories = []
-        with ctx.watch.step(path), directory.scandir() as it:
-            for item in it:
-                seen += 1
-                if seen > budget:
-                    break
-                if item.is_dir(follow_symlinks=False):
-                    subdirectories.append(item.name)
-        return subdirectories
-
-    try:
-        if top is None:
-            first = counted(top_dir)
-        else:  # the first level is known: only what is below it is read
-            seen = len(top)
-            first = [e.name for e in top if e.kind == "directory"]
-        frames.append((top_dir, 0, iter(first)))
-        while frames and seen <= budget:
-            directory, slashes, names = frames[-1]
-            name = next(names, None)
-            if name is None:
-                frames.pop()
-                if frames:
-                    directory.close()
-                continue
-            if slashes >= max_slashes:
-                continue
-            with contextlib.suppress(OSError):
-                child = directory.child(name, path)
-                try:
-                    below = counted(child)
-                except BaseException:
-                    child.close()
-                    raise
-                frames.append((child, slashes + 1, iter(below)))
-    finally:
-        for directory, _, _ in frames[1:]:
-            directory.close()
-    return seen <= budget
+    walk = below(
+        top_dir,
+        path,
+        bounds=Bounds(ctx.limits.tree_depth + 1, budget),
+        watch=ctx.watch,
+        unreadable=lambda error: isinstance(error, OSError),
+        first=top,
+    )
+    return all(step.kind != TOO_MANY for step in walk)

@@ -1,4 +1,4 @@
-"""Walks below one directory, for search_files, directory_tree and grep_files.
+"""Walks below one directory, for search_files, directory_tree, grep_files and code_map.
 
 A :class:`TreeWalk` starts from one resolution of the client's path, made
 canonical (symlink-free, checked to be the same directory).  Every directory
@@ -13,9 +13,22 @@ from __future__ import annotations
 
 import errno
 import os
+from collections.abc import Callable
 from typing import final
 
-from sandboxfs.core import LIST_FLAGS, Directory, Handle, Location, SandboxError, errno_error
+from sandboxfs.core import (
+    LIST_FLAGS,
+    Bounds,
+    Directory,
+    Handle,
+    Location,
+    Rel,
+    SandboxError,
+    Step,
+    Traversal,
+    errno_error,
+)
+from sandboxfs.fs.below import is_directory
 from sandboxfs.fs.entries import Entry, read_entries
 from sandboxfs.fs.files import OpenFile, open_regular
 from sandboxfs.fs.operation import FsContext
@@ -86,6 +99,42 @@ class TreeWalk:
                     return True
         except (OSError, SandboxError):
             return False
+
+
+def traversal(
+    tree: TreeWalk,
+    bounds: Bounds,
+    shown: Callable[[Rel], str],
+    keep: Callable[[Rel, list[Entry]], list[Entry]] | None = None,
+    check: Callable[[Step[Rel, Entry]], None] | None = None,
+) -> Traversal[Rel, Entry]:
+    """The tree below ``tree``'s start, depth first in byte order, within ``bounds``: each
+    directory reopened exactly from the allowed directory's descriptor (so it lies
+    beneath it when it is read, and no symlink is followed) and listed through the
+    policy's judgement (:meth:`TreeWalk.children`), then narrowed by ``keep`` (what it
+    leaves out is never read, nor counted).  A subdirectory that cannot be read
+    is an ``UNREADABLE`` step (its error a client-safe one); ``shown(rel)`` names
+    each directory in errors and in the watch's steps; ``check`` hears every step
+    but ``ENTRY`` and ``RUN`` first.  Batched: what is not a subdirectory comes in
+    ``RUN`` steps (see :class:`~sandboxfs.core.traversal.Traversal`)."""
+
+    def listing(rel: Rel, _: Rel) -> list[Entry]:
+        entries = tree.children(rel, shown(rel))
+        return entries if keep is None else keep(rel, entries)
+
+    return Traversal(
+        (),
+        bounds=bounds,
+        listing=listing,
+        is_dir=is_directory,
+        opening=lambda parent, rel, entry: rel,
+        closing=lambda rel: None,
+        unreadable=lambda error: isinstance(error, SandboxError),
+        watch=tree.ctx.watch,
+        shown=shown,
+        check=check,
+        batched=True,
+    )
 
 
 def walk(ctx: FsContext, path: str) -> TreeWalk:

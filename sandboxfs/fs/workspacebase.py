@@ -33,11 +33,26 @@ import re
 import secrets
 import stat
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Final, final
 
-from sandboxfs.core import OPEN, Confinement, Directory, Location, Policy, Root
+from sandboxfs.core import (
+    ENTER,
+    ENTRY,
+    LEAVE,
+    OPEN,
+    TOO_DEEP,
+    TOO_MANY,
+    UNREADABLE,
+    Bounds,
+    Confinement,
+    Directory,
+    Location,
+    Policy,
+    Root,
+)
+from sandboxfs.fs.below import UNCOUNTED, below
+from sandboxfs.fs.limits import Limits
 
 SESSIONS: Final = "sessions"
 STORES: Final = "stores"
@@ -45,10 +60,10 @@ STORES: Final = "stores"
 MODE: Final = 0o700
 #: What an id or a store name may be.
 NAME_PATTERN: Final = re.compile(r"[A-Za-z0-9._-]{1,64}")
-#: How deep a removal or a size walk goes (each level holds one descriptor).
-MAX_DEPTH: Final = 256
 #: Most entries a size walk counts; beyond it the size is a lower bound.
 MAX_ENTRIES: Final = 200_000
+#: The bounds of a server started without options (``tree_depth``).
+DEFAULT_LIMITS: Final = Limits()
 #: Environment variable naming the stdio session's id (as ``--workspace-id`` does).
 WORKSPACE_ID_ENV: Final = "SANDBOXFS_WORKSPACE_ID"
 
@@ -163,9 +178,15 @@ class Base:
     beneath it (made ``0700`` if missing)."""
 
     def __init__(
-        self, root: Root, confinement: Confinement | None = None, policy: Policy = OPEN
+        self,
+        root: Root,
+        confinement: Confinement | None = None,
+        policy: Policy = OPEN,
+        limits: Limits = DEFAULT_LIMITS,
     ) -> None:
         self.root = root
+        #: The bounds of its walks (``tree_depth``).
+        self.limits = limits
         self.confinement = confinement or Confinement()
         #: The rules every session and store directory carries (the command line's
         #: --hide, --protect, --preset and a policy file's top level).
@@ -265,7 +286,7 @@ class Base:
                     with parent.child(name, name) as child:
                         # A server holds a shared lock: an exclusive one, not kept, fails.
                         in_use = locks and not _try_lock(child.fd, fcntl.LOCK_EX)
-                        found.append(Entry(name, usage(child), in_use))
+                        found.append(Entry(name, usage(child, self.limits), in_use))
                 except OSError:
                     continue  # removed meanwhile, or not a directory after all
         return found
@@ -288,11 +309,11 @@ class Base:
                     if not _try_lock(child.fd, fcntl.LOCK_EX):
                         busy.append(name)
                         continue
-                    if now - usage(child).newest <= age:
+                    if now - usage(child, self.limits).newest <= age:
                         kept.append(name)
                         continue
                     try:
-                        remove_contents(child)
+                        remove_contents(child, self.limits)
                         sessions.rmdir(name)
                     except (OSError, DepthExceeded) as exc:
                         failed.append((name, _reason(exc)))
@@ -352,7 +373,11 @@ def create_store(stores: Root, confinement: Confinement, name: str) -> bool:
 
 
 class DepthExceeded(Exception):
-    """A tree deeper than MAX_DEPTH: left as it is."""
+    """A tree deeper than the ``tree_depth`` limit: left as it is."""
+
+
+#: Errors of opening a subdirectory that say it is something else now: it is unlinked.
+_SWAPPED: Final = frozenset({errno.ELOOP, errno.ENOTDIR, errno.EXDEV})
 
 
 def _reason(exc: BaseException) -> str:
@@ -376,69 +401,66 @@ def _directory_names(directory: Directory) -> list[str]:
         return sorted(e.name for e in entries if e.is_dir(follow_symlinks=False))
 
 
-def _children(directory: Directory) -> Iterator[tuple[str, os.stat_result]]:
-    with directory.scandir() as entries:
-        names = [e.name for e in entries]
-    for name in names:
-        st = directory.lstat(name)
-        if st is not None:
-            yield name, st
-
-
-def usage(directory: Directory) -> Usage:
+def usage(directory: Directory, limits: Limits = DEFAULT_LIMITS) -> Usage:
     """Bytes of the regular files below a readable directory and the newest
     modification time (the directory's own included), never following a symlink
-    nor crossing a mount point; at most MAX_ENTRIES entries and MAX_DEPTH levels."""
+    nor crossing a mount point; at most MAX_ENTRIES entries and ``tree_depth`` levels."""
     top = directory.stat()
-    size, newest, seen = 0, top.st_mtime, 0
+    size, newest = 0, top.st_mtime
     complete = True
-
-    def visit(d: Directory, depth: int) -> None:
-        nonlocal size, newest, seen, complete
-        for name, st in _children(d):
-            seen += 1
-            if seen > MAX_ENTRIES:
-                complete = False
-                return
+    walk = below(
+        directory,
+        directory.path,
+        bounds=Bounds(limits.tree_depth + 1, MAX_ENTRIES),
+        with_stat=True,
+        unreadable=lambda error: isinstance(error, OSError),  # swapped or removed meanwhile
+    )
+    for step in walk:
+        if step.kind in (TOO_MANY, TOO_DEEP):
+            complete = False
+        elif step.kind == ENTRY and step.entry is not None and step.entry.lstat is not None:
+            st = step.entry.lstat
             newest = max(newest, st.st_mtime)
             if stat.S_ISREG(st.st_mode):
                 size += st.st_size
-            elif stat.S_ISDIR(st.st_mode):
-                if depth >= MAX_DEPTH or st.st_dev != top.st_dev:
-                    complete = False
-                    continue
-                try:
-                    child = d.child(name, name)
-                except OSError:
-                    continue  # swapped or removed meanwhile
-                with child:
-                    visit(child, depth + 1)
-
-    visit(directory, 0)
+            elif stat.S_ISDIR(st.st_mode) and st.st_dev != top.st_dev:
+                complete = False
+                walk.prune()
     return Usage(size, newest, complete)
 
 
-def remove_contents(directory: Directory, depth: int = 0) -> None:
+def remove_contents(directory: Directory, limits: Limits = DEFAULT_LIMITS) -> None:
     """Remove everything in a readable directory, descriptor-relative: a subdirectory
     is opened exactly (never through a symlink), emptied, then ``rmdir``-ed; anything
     else, a symlink included, is ``unlink``-ed (its target is never touched).  A mount
     point is not descended into (its ``rmdir`` then fails).  Raises OSError or
-    DepthExceeded, with what was removed so far gone."""
-    if depth >= MAX_DEPTH:
-        raise DepthExceeded(f"deeper than {MAX_DEPTH} levels")
-    dev = directory.stat().st_dev
-    for name, st in _children(directory):
-        if stat.S_ISDIR(st.st_mode):
-            if st.st_dev == dev and not directory.is_mount_point(name):
-                try:
-                    child = directory.child(name, name)
-                except OSError as exc:
-                    if exc.errno not in (errno.ELOOP, errno.ENOTDIR, errno.EXDEV):
-                        raise
-                    directory.unlink(name)  # swapped for a symlink or a file meanwhile
-                    continue
-                with child:
-                    remove_contents(child, depth + 1)
-            directory.rmdir(name)
-        else:
-            directory.unlink(name)
+    DepthExceeded (deeper than ``tree_depth``), with what was removed so far gone."""
+    walk = below(
+        directory,
+        directory.path,
+        bounds=Bounds(limits.tree_depth, UNCOUNTED),
+        with_stat=True,
+        unreadable=lambda error: getattr(error, "errno", None) in _SWAPPED,
+    )
+    devices: dict[tuple[str, ...], int] = {}
+    for step in walk:
+        parent = step.parent
+        if step.kind == ENTER:
+            assert step.directory is not None
+            devices[step.rel] = step.directory.stat().st_dev
+        elif step.kind == TOO_DEEP:
+            raise DepthExceeded(f"deeper than {limits.tree_depth} levels")
+        elif step.kind == UNREADABLE:  # swapped for a symlink or a file meanwhile
+            assert parent is not None
+            parent.unlink(step.name)
+        elif step.kind == LEAVE:
+            assert parent is not None
+            parent.rmdir(step.name)
+        elif step.kind == ENTRY and step.entry is not None and step.entry.lstat is not None:
+            assert parent is not None
+            st = step.entry.lstat
+            if not stat.S_ISDIR(st.st_mode):
+                parent.unlink(step.name)
+            elif st.st_dev != devices[step.rel[:-1]] or parent.is_mount_point(step.name):
+                walk.prune()
+                parent.rmdir(step.name)

@@ -22,7 +22,7 @@ import functools
 import os
 import stat
 from collections.abc import Callable
-from typing import Final
+from typing import Final, NamedTuple, final
 
 from sandboxfs.core import (
     READ_FLAGS,
@@ -39,7 +39,7 @@ from sandboxfs.core import (
 from sandboxfs.fs import journaling
 from sandboxfs.fs.conditional import GUARD_ATTEMPTS, guarded
 from sandboxfs.fs.entries import require_regular
-from sandboxfs.fs.files import cached_file_revision
+from sandboxfs.fs.files import OpenFile, cached_file_revision, open_regular
 from sandboxfs.fs.metadata import carry_owner_and_mode, copy_xattrs
 from sandboxfs.fs.operation import Change, FsContext
 from sandboxfs.fs.revisions import ABSENT, SameBytes
@@ -104,30 +104,91 @@ def replace_file(
         resolver.follow_leaf(resolver.parent(path)) as parent,
         guarded(ctx, parent, expected) as st,
     ):
-        before = journaling.before_write(ctx, parent, st, expected, data, revision=revision)
-        if st is None:
-            # With "absent" expected (or a journal, which kept nothing there), it must
-            # still be absent when published.
-            replace = expected is None and before is None
-            try:
-                change, new = stage(parent, lambda fd: write_all(fd, data), replace=replace)
-            except AlreadyExists:
-                raise Conflict(f"Revision mismatch for {path}: it was created meanwhile") from None
-            journaling.wrote(ctx, before, new, len(data))
-            return change
-        old_fd, old_stat = _open_existing_for_replace(parent)
+        return _replace_leaf(ctx, parent, st, data, expected=expected, revision=revision)
+
+
+def _replace_leaf(
+    ctx: FsContext,
+    parent: ParentDir,
+    st: os.stat_result | None,
+    data: bytes,
+    *,
+    expected: str | SameBytes | None,
+    revision: Callable[[], str] | None,
+) -> Change:
+    """Publish ``data`` at ``parent``'s leaf (held steady by :func:`guarded`, its
+    ``lstat`` ``st``), over the file there (its metadata kept) or where there is none."""
+    path = parent.path
+    before = journaling.before_write(ctx, parent, st, expected, data, revision=revision)
+    if st is None:
+        # With "absent" expected (or a journal, which kept nothing there), it must
+        # still be absent when published.
+        replace = expected is None and before is None
         try:
-
-            def fill(fd: int) -> None:
-                carry_owner_and_mode(old_stat, fd)
-                copy_xattrs(old_fd, fd)
-                write_all(fd, data)
-
-            change, new = stage(parent, fill, replace=True)
-        finally:
-            os.close(old_fd)
+            change, new = stage(parent, lambda fd: write_all(fd, data), replace=replace)
+        except AlreadyExists:
+            raise Conflict(f"Revision mismatch for {path}: it was created meanwhile") from None
         journaling.wrote(ctx, before, new, len(data))
         return change
+    old_fd, old_stat = _open_existing_for_replace(parent)
+    try:
+
+        def fill(fd: int) -> None:
+            carry_owner_and_mode(old_stat, fd)
+            copy_xattrs(old_fd, fd)
+            write_all(fd, data)
+
+        change, new = stage(parent, fill, replace=True)
+    finally:
+        os.close(old_fd)
+    journaling.wrote(ctx, before, new, len(data))
+    return change
+
+
+@final
+class Rewrite(NamedTuple):
+    """What a rewrite's function answers: the bytes it read, the bytes to write in
+    their place, and (if it computes it anyway) a function giving their revision."""
+
+    before: bytes
+    after: bytes
+    revision: Callable[[], str] | None = None
+
+
+#: A rewrite's function: given the file open for reading, what to write (None: nothing).
+Rewriter = Callable[[OpenFile], Rewrite | None]
+
+
+def rewrite(ctx: FsContext, path: str, edit: Rewriter) -> Change:
+    """Read the regular file ``path``, have ``edit`` compute its new bytes, and write
+    them in its place, all from one resolution of ``path``: the file read is the one
+    its handle names, and the leaf replaced is that file's own entry (its canonical
+    place, checked by identity), replaced only if it still holds exactly the bytes
+    read (checked under a lock: a concurrent change is never overwritten; Conflict
+    and nothing changes).  Symlinks inside are followed, as a write follows them.
+    Nothing is written when ``edit`` answers None."""
+    resolver = ctx.resolver
+    with resolver.resolve(path) as handle:
+        with ctx.watch.step(path):
+            opened = open_regular(handle, ctx.watch)
+        with opened:
+            # Where that file is: symlink-free, checked to name it (by identity).
+            place = resolver.canonical_handle(handle)
+            planned = edit(opened)
+    if planned is None:
+        return Change()
+    with (
+        resolver.parent_at(place, path) as parent,
+        guarded(ctx, parent, SameBytes(planned.before)) as st,
+    ):
+        return _replace_leaf(
+            ctx,
+            parent,
+            st,
+            planned.after,
+            expected=SameBytes(planned.before),
+            revision=planned.revision,
+        )
 
 
 def _open_existing_for_replace(parent: ParentDir) -> tuple[int, os.stat_result]:

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from typing import Final, final
 
 from sandboxfs.fs import (
+    ENTER,
+    ENTRY,
     InvalidArgument,
     LimitExceeded,
     OpenFile,
@@ -158,35 +160,42 @@ class _Mapper:
         return found
 
     def _files(self) -> Iterator[tuple[tuple[str, ...], str]]:
+        """Each directory's source files when it is read (so depth first, a
+        directory's files before what its subdirectories hold, in byte order); a
+        virtualenv, a skipped or hidden directory and one at the depth limit are
+        not entered."""
         depth = self.ctx.limits.tree_depth
-        pending: list[tuple[str, ...]] = [()]
-        while pending:
-            rel = pending.pop()
-            if self.out_of_time():
-                seconds = self.ctx.limits.search_seconds
-                self.walked.stopped = f"stopped after {seconds:g} s: {_NARROW}"
-                return
-            entries = self.walker.entries(rel)
-            if entries is None:
-                continue
-            if rel and any(entry.name in _VIRTUALENV_MARKS for entry in entries):
-                continue  # a virtualenv: nothing of it is mapped
-            below: list[tuple[str, ...]] = []
-            for name, kind, _ in entries:
-                if kind == "directory":
-                    if name in SKIPPED_DIRS or name.startswith("."):
+        walker = self.walker
+        if self.out_of_time():
+            self._timed_out()
+            return
+        for step in walker:
+            if step.kind == ENTRY and step.entry is not None and step.entry.kind == "directory":
+                name = step.rel[-1]
+                if name in SKIPPED_DIRS or name.startswith("."):
+                    walker.prune()
+                elif len(step.rel) >= depth:
+                    self.walked.too_deep = depth
+                    walker.prune()
+                elif self.out_of_time():
+                    self._timed_out()
+                    return
+            elif step.kind == ENTER:
+                if step.rel and any(entry.name in _VIRTUALENV_MARKS for entry in step.entries):
+                    walker.prune()  # a virtualenv: nothing of it is mapped
+                    continue
+                for name, kind, _ in step.entries:
+                    if kind != "file":
                         continue
-                    if len(rel) + 1 >= depth:
-                        self.walked.too_deep = depth
-                        continue
-                    below.append((*rel, name))
-                elif kind == "file":
                     language = language_of(name)
                     if language is None:
                         self.walked.not_code += 1
                     else:
-                        yield (*rel, name), language
-            pending.extend(reversed(below))  # depth first, in byte order
+                        yield (*step.rel, name), language
+
+    def _timed_out(self) -> None:
+        seconds = self.ctx.limits.search_seconds
+        self.walked.stopped = f"stopped after {seconds:g} s: {_NARROW}"
 
     # -- reading and parsing --------------------------------------------------------------
 

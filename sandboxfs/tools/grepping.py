@@ -15,31 +15,27 @@ search holds at most two blocks of a file.  A file that cannot be read (``EIO``
 from a failing disk, a FUSE or NFS server, a procfs file, ``EACCES``) is skipped
 and counted, never the end of the search.
 
-Speed: the files of a walk are opened, checked and read in C, a directory's worth
-at a time, by the searching thread and one helper reading ahead
-(:mod:`sandboxfs.tools.grepahead`); a literal is searched there too, RE2 over all
-the files of one read at once, so Python sees only the files that may match.  A
-long file is read block by block into one buffer.  Either way the blocks, and so
+Speed: the walk's files are read ahead in C (:mod:`sandboxfs.fs.readahead`), where
+a literal is searched too, RE2 over all the files of one read at once; a long file
+is read block by block into one buffer.  Either way the blocks, and so
 the answers, are the ones a file-by-file search gives (tests/grep_reference.py is
 that search, kept as the tests' oracle).
 """
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final
-
-import re2
 
 from sandboxfs.fs import (
     LEAF_BINARY,
     LEAF_LATER,
     LEAF_SEARCH,
     LEAF_TEXT,
-    QUOTED_CHARS,
+    RUN,
+    UNREADABLE_FILE,
     Conflict,
     Glob,
     GlobError,
@@ -50,30 +46,29 @@ from sandboxfs.fs import (
     NotARegularFile,
     NotFound,
     OpenFile,
+    ReadSizes,
+    Run,
     SandboxError,
     TreeWalk,
     compile_glob,
     count_byte,
-    find,
-    quote_path,
-    quoted,
-    structured_path,
+    read_runs,
 )
-from sandboxfs.tools.grepahead import UNREADABLE, Reader, ReadSizes, Run
+from sandboxfs.tools.grepmatch import (
+    Matcher,
+    exact_path,
+    not_read,
+    shown_line,
+    shown_path,
+    size_text,
+)
 from sandboxfs.tools.spec import READ_ONLY, CallContext, Param, Progress, ToolResult, ToolSpec
 from sandboxfs.tools.walking import Walker
 
-#: Longest pattern searched for.
-_PATTERN_CHARS: Final = 65_536
 #: Bytes inspected to decide that a file is binary.
 _BINARY_PROBE: Final = 8192
 #: Bytes searched at once; a block always ends at a line boundary.
 _BLOCK: Final = 4 * 1024 * 1024
-#: Longest line text reported; longer lines are cut with an ellipsis.
-_LINE_SHOWN: Final = 500
-#: Bytes of a line decoded to show it: enough for ``_LINE_SHOWN`` characters (at
-#: most 4 bytes each), so a long line is never decoded whole.
-_SHOWN_BYTES: Final = 4 * _LINE_SHOWN + 4
 #: The files of one directory are opened, checked and read in C, this many bytes and
 #: names at a time; a longer file is searched block by block in Python.
 _BATCH_BYTES: Final = 1024 * 1024
@@ -89,94 +84,6 @@ _NEWLINE: Final = 0x0A
 #: Errors of a file that vanished or became something else while the walk went on:
 #: not a match, and not a file that could not be read.
 _REPLACED: Final = (NotFound, Conflict, NotARegularFile, IsADirectory, NotADirectory)
-#: What could make a pattern match differently in a file searched on its own and in
-#: files searched as one text: \A, \z, and a flag group that turns a flag off
-#: (``(?-m)``: ^ and $ at the text's ends only).  Found or not, nothing is wrong:
-#: a pattern holding it is searched file by file.
-_TEXT_EDGE: Final = re.compile(r"\\[Az]|\(\?[a-zA-Z]*-")
-
-
-class _Matcher:
-    """Finds matching lines in a block of bytes, with RE2 or a plain substring search."""
-
-    def __init__(self, pattern: str, *, regex: bool, case_sensitive: bool) -> None:
-        if pattern == "":
-            raise InvalidArgument("pattern must not be empty")
-        if len(pattern) > _PATTERN_CHARS:
-            # RE2 would refuse most such patterns anyway, after parsing them with memory
-            # a client chooses (16 MiB of "(" cost it 500 MiB).
-            raise InvalidArgument(f"pattern is longer than {_PATTERN_CHARS} characters")
-        options = re2.Options()
-        options.log_errors = False
-        options.case_sensitive = case_sensitive
-        self.literal = None if regex or not case_sensitive else pattern.encode("utf-8")
-        # (?m): ^ and $ match at line boundaries, as in grep.
-        source = "(?m)" + pattern if regex else re2.escape(pattern)
-        #: RE2 for a search over many files at once (see grepahead's ``Run._keep``):
-        #: None for a literal (C searches it) and for a pattern that could see where a
-        #: text starts or ends (\A, \z, ^ or $ with the m flag turned off).
-        self.scanner: Any = None
-        try:
-            self.compiled = re2.compile(source.encode("utf-8"), options=options)
-        except re2.error as exc:
-            raw = exc.args[0] if exc.args else b""
-            detail = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
-            detail = detail.replace("(?m)", "")
-            raise InvalidArgument(
-                f"Invalid regular expression {quoted(pattern)}: {detail[:QUOTED_CHARS]}"
-            ) from None
-        if self.literal is None and not _TEXT_EDGE.search(source):
-            self.scanner = self.compiled
-
-    def any_hit(self, buffer: bytes | bytearray | memoryview, start: int, end: int) -> bool:
-        """Whether ``buffer[start:end]``, searched as a block of its own, has a match."""
-        if self.literal is not None:
-            return find(buffer, self.literal, start, end) >= 0
-        return self.compiled.search(memoryview(buffer)[start:end]) is not None
-
-    def hits(self, data: bytes | bytearray, end: int) -> Iterator[int]:
-        """Start offsets of matches in the block ``data[:end]`` (at most one per line)."""
-        if self.literal is not None:
-            start = 0
-            while (at := find(data, self.literal, start, end)) >= 0:
-                yield at
-                # Past the newline: a literal that starts with one is found again after it.
-                start = data.find(b"\n", at, end) + 1
-                if start == 0:
-                    return
-            return
-        position = 0
-        with memoryview(data) as whole, whole[:end] as block:
-            while position <= end:
-                found = self.compiled.search(block, position)
-                if found is None:
-                    return
-                yield found.start()
-                newline = data.find(b"\n", found.start(), end)
-                if newline < 0:
-                    return
-                position = newline + 1
-
-
-def _size(n: int) -> str:
-    return f"{n // (1024 * 1024)} MiB" if n % (1024 * 1024) == 0 else f"{n} bytes"
-
-
-def _cut_mark() -> str:
-    """What follows the text of a line longer than a block, which was cut there."""
-    return f" [line cut at {_size(_BLOCK)}]"
-
-
-def _shown(line: bytes | bytearray | memoryview, *, cut: bool = False) -> str:
-    """A line as reported: at most ``_LINE_SHOWN`` characters (then an ellipsis),
-    decoded from at most ``_SHOWN_BYTES`` of it; ``cut``: marked as cut."""
-    if len(line) > _SHOWN_BYTES:
-        text = bytes(line[:_SHOWN_BYTES]).decode("utf-8", "replace")[:_LINE_SHOWN] + "…"
-    else:
-        text = bytes(line).decode("utf-8", "replace").removesuffix("\r")
-        if len(text) > _LINE_SHOWN:
-            text = text[:_LINE_SHOWN] + "…"
-    return text + _cut_mark() if cut else text
 
 
 @dataclass
@@ -192,7 +99,7 @@ class _Place:
 class _Search:
     """The state of one grep_files call."""
 
-    matcher: _Matcher
+    matcher: Matcher
     context: int
     max_results: int
     deadline: float
@@ -318,7 +225,7 @@ class _Search:
             # No file can match, so none fills the results: count them at once.
             self.files_searched += kinds.count(LEAF_TEXT) + kinds.count(LEAF_SEARCH)
             self.binary_skipped += kinds.count(LEAF_BINARY)
-            self.unreadable += kinds.count(UNREADABLE)
+            self.unreadable += kinds.count(UNREADABLE_FILE)
             return
         prefiltered = self.matcher.literal is not None
         files = run.files
@@ -329,21 +236,21 @@ class _Search:
                 self.files_searched += 1
             elif kind == LEAF_BINARY:
                 self.binary_skipped += 1
-            elif kind == UNREADABLE:
+            elif kind == UNREADABLE_FILE:
                 self.unreadable += 1
             elif kind == LEAF_SEARCH:
                 self.files_searched += 1
                 data = run.kept.get(index)
                 if data and (prefiltered or self.matcher.any_hit(data, 0, len(data))):
                     relative = files[index][0]
-                    paths = (_shown_path(prefix, relative), _exact_path(prefix, relative))
+                    paths = (shown_path(prefix, relative), exact_path(prefix, relative))
                     self._block(data, len(data), 0, paths)
             elif kind == LEAF_LATER:
                 relative = files[index][0]
-                shown = _shown_path(prefix, relative)
+                shown = shown_path(prefix, relative)
                 try:
                     with tree.open_file(tuple(relative.split("/")), shown) as f:
-                        self.search_file(f, shown, seconds, _exact_path(prefix, relative))
+                        self.search_file(f, shown, seconds, exact_path(prefix, relative))
                 except _REPLACED:
                     continue  # vanished or replaced meanwhile: not a match
                 except SandboxError as exc:
@@ -389,7 +296,7 @@ class _Search:
                 cursor = start
                 for _ in range(index - lo):
                     previous = data.rfind(b"\n", 0, cursor - 1) + 1
-                    shown.append(_shown(whole[previous : cursor - 1]))
+                    shown.append(shown_line(whole[previous : cursor - 1]))
                     cursor = previous
                 shown.reverse()
                 cursor = start
@@ -397,7 +304,7 @@ class _Search:
                     stop = data.find(b"\n", cursor, end)
                     last = stop < 0 or stop + 1 >= end
                     line = whole[cursor : end if stop < 0 else stop]
-                    shown.append(_shown(line, cut=cut and last))
+                    shown.append(shown_line(line, cut_at=_BLOCK if cut and last else None))
                     if last:
                         break  # that was the last line
                     cursor = stop + 1
@@ -438,7 +345,7 @@ def grep_files(
     maxResults: int = 50,
     caseSensitive: bool = True,
 ) -> ToolResult:
-    matcher = _Matcher(pattern, regex=regex, case_sensitive=caseSensitive)
+    matcher = Matcher(pattern, regex=regex, case_sensitive=caseSensitive)
     name_filter: Glob | None = None
     if glob is not None:
         try:
@@ -460,7 +367,7 @@ def grep_files(
         unreadable_dirs = len(walker.unreadable)
     if search.stopped is None and search.answer_chars > search.answer_cap:
         search.stopped = (
-            f"stopped after {_size(search.answer_cap)} of matching lines; lower context "
+            f"stopped after {size_text(search.answer_cap)} of matching lines; lower context "
             "or maxResults, or narrow the search"
         )
     elif search.stopped is None and search.full():
@@ -473,7 +380,7 @@ def grep_files(
     if search.lines_cut:
         text += f"\n[{_lines_cut(search.lines_cut)}]"
     if search.unreadable or unreadable_dirs:
-        text += f"\n[{_not_read(search.unreadable, unreadable_dirs)}]"
+        text += f"\n[{not_read(search.unreadable, unreadable_dirs)}]"
     return ToolResult(
         text=text,
         structured={
@@ -491,108 +398,58 @@ def grep_files(
 
 
 def _lines_cut(count: int) -> str:
-    block = _size(_BLOCK)
+    block = size_text(_BLOCK)
     some = "1 line longer than" if count == 1 else f"{count} lines longer than"
     return f"{some} {block} cut: only the first {block} of each was searched"
 
 
-def _not_read(files: int, directories: int) -> str:
-    parts = []
-    if files:
-        parts.append(f"{files} file{'' if files == 1 else 's'}")
-    if directories:
-        parts.append(f"{directories} director{'y' if directories == 1 else 'ies'}")
-    return " and ".join(parts) + " could not be read"
-
-
-def _shown_path(prefix: str, relative: str) -> str:
-    return f"{prefix}/{quote_path(relative)}" if prefix != "/" else f"/{relative}"
-
-
-def _exact_path(prefix: str, relative: str) -> str:
-    return f"{prefix}/{structured_path(relative)}" if prefix != "/" else f"/{relative}"
-
-
 def _runs(
     walker: Walker, name_filter: Glob | None
-) -> Iterator[tuple[tuple[str, ...], list[tuple[str, str]]]]:
+) -> Iterator[tuple[tuple[str, ...], list[tuple[str, str]], str]]:
     """The files to search, depth first in byte order, as runs: the files of one
-    directory between two of its subdirectories (relative path and name), with the
-    directory.  Raises LimitExceeded where the walk reaches a limit."""
+    directory between two of its subdirectories (relative path and name, at most
+    ``_RUN_FILES``), with the directory and its name as shown.  Raises
+    LimitExceeded where the walk reaches a limit."""
     by_path = name_filter is not None and "/" in (name_filter.pattern or "")
-    # Each level: the directory, its entries, and the index of the next one.
-    pending: list[tuple[tuple[str, ...], list[tuple[str, Any]], list[int]]] = [
-        ((), walker.children(()) or [], [0])
-    ]
-    while pending:
-        rel, entries, cursor = pending[-1]
-        at = cursor[0]
-        if at >= len(entries):
-            pending.pop()
+    prefix = walker.path.rstrip("/") or "/"
+    for step in walker:
+        if step[0] != RUN:
             continue
-        entry = entries[at][1]
-        if entry.kind == "directory":
-            cursor[0] = at + 1
-            inner = (*rel, entry.name)
-            below = walker.children(inner)
-            if below:
-                pending.append((inner, below, [0]))
-            continue
+        rel = step.rel
+        inner = "/".join(rel) + "/" if rel else ""
+        shown = shown_path(prefix, inner[:-1]) if rel else walker.path
         run: list[tuple[str, str]] = []
-        while (
-            at < len(entries)
-            and (entry := entries[at][1]).kind != "directory"
-            and len(run) < _RUN_FILES
-        ):
-            relative = entries[at][0]
-            at += 1
-            if entry.kind != "file":
+        for name, kind, _ in step.entries:
+            if kind != "file":
                 continue
-            if name_filter is not None and not name_filter.matches(
-                relative if by_path else entry.name
-            ):
-                continue
-            run.append((relative, entry.name))
-        cursor[0] = at
+            relative = inner + name
+            if name_filter is None or name_filter.matches(relative if by_path else name):
+                run.append((relative, name))
+                if len(run) == _RUN_FILES:
+                    yield rel, run, shown
+                    run = []
         if run:
-            yield rel, run
+            yield rel, run, shown
 
 
 def _walk(ctx: CallContext, walker: Walker, search: _Search, name_filter: Glob | None) -> None:
     """Search the runs of the walk in walk order, each read ahead
-    (:class:`~sandboxfs.tools.grepahead.Reader`) while the walk goes on, at most
+    (:func:`~sandboxfs.fs.readahead.read_runs`) while the walk goes on, at most
     ``_READ_AHEAD`` runs ahead of the search."""
     prefix = walker.path.rstrip("/") or "/"
     seconds = ctx.limits.search_seconds
     sizes = ReadSizes(_BLOCK, _BINARY_PROBE, _BATCH_BYTES, _BATCH_NAMES, _RUN_BYTES)
-    reader = Reader(walker.tree, search.matcher.literal or b"", search.matcher.scanner, sizes)
+    reading = (search.matcher.literal or b"", search.matcher.scanner, sizes)
 
     def stop() -> bool:
         return search.full() or search.out_of_time(seconds)
 
-    limit: LimitExceeded | None = None
+    runs = _runs(walker, name_filter)
     try:
-        try:
-            for rel, files in _runs(walker, name_filter):
-                if stop():
-                    return
-                shown = _shown_path(prefix, "/".join(rel)) if rel else walker.path
-                reader.submit(rel, files, shown)
-                pending = reader.pending
-                while pending and (len(pending) > _READ_AHEAD or pending[0].read.is_set()):
-                    search.search_run(reader.next(), walker.tree, prefix, seconds)
-                    if stop():
-                        return
-        except LimitExceeded as exc:
-            limit = exc  # what was walked before it is searched first
-        while reader.pending:
-            if stop():
-                return
-            search.search_run(reader.next(), walker.tree, prefix, seconds)
-        if limit is not None and not stop():
-            search.stopped = str(limit)
-    finally:
-        reader.close()
+        for run in read_runs(walker.tree, runs, reading, ahead=_READ_AHEAD, stop=stop):
+            search.search_run(run, walker.tree, prefix, seconds)
+    except LimitExceeded as exc:
+        search.stopped = str(exc)
 
 
 GREP_FILES = ToolSpec(

@@ -11,12 +11,12 @@ small strings.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Final
+from collections.abc import Callable, Iterable
+from typing import Any, Final, final
 
 import pydantic_core
 
-from sandboxfs.fs import Entry, quote_names
+from sandboxfs.fs import ENTER, ENTRY, LEAVE, RUN, TOO_DEEP, UNREADABLE, Entry, Step, quote_names
 
 #: Small strings joined into one chunk at a time.
 _CHUNK: Final = 8192
@@ -53,49 +53,109 @@ class _Text:
         return "".join(self.chunks)
 
 
-def tree_json(
-    top: list[Entry],
-    below: Callable[[tuple[str, ...]], list[Entry] | None],
-    error: Callable[[], str],
-    depth: int | None,
-) -> str:
-    """The JSON text of the tree whose first level is ``top``.  ``below(rel)`` gives
-    the entries of the directory at ``rel`` (None if it cannot be read; ``error()``
-    then says why), read depth first in the order the text shows them; with
-    ``depth``, directories at that level are not read (and have no children)."""
-    out = _Text()
-    add = out.add
+@final
+class _Level:
+    """A directory whose entries are being written: their names as shown, the
+    index of the next one, and the indentation of its objects."""
 
-    def level(rel: tuple[str, ...], entries: list[Entry], pad: str) -> None:
-        inner = pad + "  "
-        descend = depth is None or len(rel) + 1 < depth
-        last = len(entries) - 1
-        shown = quote_names([entry.name for entry in entries])
-        for index, (entry, name) in enumerate(zip(entries, shown, strict=True)):
-            head = f'{pad}{{\n{inner}"name": {_json_string(name)},\n{inner}"type": '
-            if entry.kind != "directory":
-                add(f'{head}"file"\n{pad}}}')
-            elif not descend:
-                add(f'{head}"directory"\n{pad}}}')
-            else:
-                inside = (*rel, entry.name)
-                children = below(inside)
-                if children is None:
-                    code = _json_string(error())
-                    add(f'{head}"directory",\n{inner}"children": [],\n{inner}"error": {code}')
-                    add(f"\n{pad}}}")
-                elif not children:
-                    add(f'{head}"directory",\n{inner}"children": []\n{pad}}}')
-                else:
-                    add(f'{head}"directory",\n{inner}"children": [\n')
-                    level(inside, children, inner + "  ")
-                    add(f"\n{inner}]\n{pad}}}")
-            if index != last:
+    __slots__ = ("at", "names", "pad")
+
+    def __init__(self, names: list[str], pad: str) -> None:
+        self.names = names
+        self.at = 0
+        self.pad = pad
+
+
+@final
+class _Writer:
+    """Writes the text step by step; ``head`` is the start of the object of the
+    directory met last (its type onwards not written yet)."""
+
+    __slots__ = ("add", "error", "head", "levels", "out")
+
+    def __init__(self, error: Callable[[BaseException], str]) -> None:
+        self.out = _Text()
+        self.add = self.out.add
+        self.error = error
+        self.levels: list[_Level] = []
+        self.head = ""
+
+    def enter(self, step: Step[Any, Entry]) -> None:
+        names = quote_names([entry.name for entry in step.entries])
+        levels, add = self.levels, self.add
+        if not levels:
+            add("[\n" if names else "[")
+            levels.append(_Level(names, "  "))
+            return
+        pad = levels[-1].pad
+        if not names:
+            add(f'{self.head}"directory",\n{pad}  "children": []\n{pad}}}')
+        else:
+            add(f'{self.head}"directory",\n{pad}  "children": [\n')
+        levels.append(_Level(names, pad + "    "))
+
+    def leave(self, step: Step[Any, Entry]) -> None:
+        level = self.levels.pop()
+        if level.names:
+            pad = self.levels[-1].pad
+            self.add(f"\n{pad}  ]\n{pad}}}")
+
+    def entry(self, step: Step[Any, Entry]) -> None:
+        assert step.entry is not None
+        level = self.levels[-1]
+        pad, name = level.pad, level.names[level.at]
+        if level.at:
+            self.add(",\n")
+        level.at += 1
+        self.head = f'{pad}{{\n{pad}  "name": {_json_string(name)},\n{pad}  "type": '
+        if step.entry.kind != "directory":
+            self.add(f'{self.head}"file"\n{pad}}}')
+
+    def run(self, step: Step[Any, Entry]) -> None:
+        """Entries that are not directories, each written as a file."""
+        level, add = self.levels[-1], self.add
+        pad, names, at = level.pad, level.names, level.at
+        for _ in step.entries:
+            if at:
                 add(",\n")
+            name = _json_string(names[at])
+            add(f'{pad}{{\n{pad}  "name": {name},\n{pad}  "type": "file"\n{pad}}}')
+            at += 1
+        level.at = at
 
-    if not top:
-        return "[]"
-    add("[\n")
-    level((), top, "  ")
-    add("\n]")
-    return out.value()
+    def too_deep(self, step: Step[Any, Entry]) -> None:
+        self.add(f'{self.head}"directory"\n{self.levels[-1].pad}}}')
+
+    def unreadable(self, step: Step[Any, Entry]) -> None:
+        assert step.error is not None
+        pad = self.levels[-1].pad
+        code = _json_string(self.error(step.error))
+        self.add(f'{self.head}"directory",\n{pad}  "children": [],\n{pad}  "error": {code}')
+        self.add(f"\n{pad}}}")
+
+    def value(self) -> str:
+        if self.levels and self.levels[0].names:
+            self.add("\n]")
+        else:
+            self.add("]")
+        return self.out.value()
+
+
+def tree_json(steps: Iterable[Step[Any, Entry]], error: Callable[[BaseException], str]) -> str:
+    """The JSON text of the tree a walk's ``steps`` describe (depth first, in the
+    order the text shows them): each ``ENTER`` gives a directory's children, each
+    ``ENTRY`` one of them and each ``RUN`` several that are not directories; a
+    directory followed by ``UNREADABLE`` could not be read (``error(exc)`` says why),
+    by ``TOO_DEEP`` is at the depth asked for (not read, no children)."""
+    writer = _Writer(error)
+    write: dict[str, Callable[[Step[Any, Entry]], None]] = {
+        ENTER: writer.enter,
+        LEAVE: writer.leave,
+        ENTRY: writer.entry,
+        RUN: writer.run,
+        TOO_DEEP: writer.too_deep,
+        UNREADABLE: writer.unreadable,
+    }
+    for step in steps:
+        write[step.kind](step)
+    return writer.value()

@@ -3,6 +3,7 @@ create_directory, move_file, copy_file."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from sandboxfs.fs import (
@@ -10,7 +11,8 @@ from sandboxfs.fs import (
     Change,
     InvalidArgument,
     LimitExceeded,
-    SameBytes,
+    OpenFile,
+    Rewrite,
     check,
     content_revision,
     revision_soon,
@@ -91,35 +93,26 @@ def edit_file(
     replaceAll: bool = False,
     expectedRevision: str | None = None,
 ) -> ToolResult:
-    with ctx.sandbox.open_file(path) as f:
+    # What was read, what it becomes, and their revisions (the new one hashed meanwhile).
+    done: list[tuple[bytes, bytes, str | None, Callable[[], str] | None]] = []
+
+    def edit(f: OpenFile) -> Rewrite | None:
         before = whole_bytes(f, ctx.limits.edit_bytes, path)
-    # The old revision is needed only to check or report it; the write below is
-    # conditional on the exact bytes read, which is as strong and cheaper.
-    seen = content_revision(before) if expectedRevision is not None or dryRun else None
-    if seen is not None:
-        check(expectedRevision, seen, path)
-    wanted = [Edit(e["oldText"], e["newText"]) for e in edits]
-    after = exact_edits_on_bytes(before, wanted, strict=strict, replace_all=replaceAll)
-    if after is None:  # some edit needs the tolerant rules, or fails: on text
-        # surrogateescape keeps bytes that are not UTF-8 exactly as they were.
-        original = before.decode("utf-8", "surrogateescape")
-        try:
-            edited = apply_edits(original, wanted, strict=strict, replace_all=replaceAll)
-        except EditError as exc:
-            raise InvalidArgument(str(exc)) from None
-        try:
-            after = edited.encode("utf-8", "surrogateescape")
-        except UnicodeEncodeError:
-            raise InvalidArgument(
-                "newText is not valid Unicode (it contains a lone surrogate)"
-            ) from None
-    new_revision = None if dryRun else revision_soon(after)  # hashed meanwhile
-    change = Change()
-    if not dryRun:
+        # The old revision is needed only to check or report it; the write is
+        # conditional on the exact bytes read, which is as strong and cheaper.
+        seen = content_revision(before) if expectedRevision is not None or dryRun else None
+        if seen is not None:
+            check(expectedRevision, seen, path)
+        wanted = [Edit(e["oldText"], e["newText"]) for e in edits]
+        after = _edited(before, wanted, strict=strict, replace_all=replaceAll)
+        new_revision = None if dryRun else revision_soon(after)
+        done.append((before, after, seen, new_revision))
         # Conditional on the bytes just read: a concurrent change is never overwritten.
-        change = ctx.sandbox.replace_file(
-            path, after, expected=SameBytes(before), revision=new_revision
-        )
+        return None if new_revision is None else Rewrite(before, after, new_revision)
+
+    # One resolution of path: the file read is the file whose entry is replaced.
+    change = ctx.sandbox.rewrite(path, edit)
+    before, after, seen, new_revision = done[0]
     diff = unified_diff(before, after, path)
     revision = seen if new_revision is None else new_revision()
     return _done(
@@ -127,6 +120,26 @@ def edit_file(
         {"path": path, "diff": diff, "dryRun": dryRun, "edits": len(edits), "revision": revision},
         change,
     )
+
+
+def _edited(before: bytes, wanted: list[Edit], *, strict: bool, replace_all: bool) -> bytes:
+    """``before`` with the edits made: on the bytes where they are exact, else on text."""
+    after = exact_edits_on_bytes(before, wanted, strict=strict, replace_all=replace_all)
+    if after is not None:
+        return after
+    # Some edit needs the tolerant rules, or fails: on text; surrogateescape keeps
+    # bytes that are not UTF-8 exactly as they were.
+    original = before.decode("utf-8", "surrogateescape")
+    try:
+        edited = apply_edits(original, wanted, strict=strict, replace_all=replace_all)
+    except EditError as exc:
+        raise InvalidArgument(str(exc)) from None
+    try:
+        return edited.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        raise InvalidArgument(
+            "newText is not valid Unicode (it contains a lone surrogate)"
+        ) from None
 
 
 def create_directory(

@@ -1,5 +1,6 @@
-"""grep_files' read-ahead: the files of a walk opened, checked and read in C, a run
-at a time, by the searching thread and one helper thread.
+"""Read-ahead of a walk's files, for grep_files: :func:`read_runs` gives the runs of
+files a walk found, in walk order, each opened, checked and read in C by the
+searching thread or one helper thread while the walk goes on.
 
 A run is the files of one directory between two of its subdirectories.  Each is
 read in one call into C (:meth:`~sandboxfs.core.chokepoint.Directory.read_files`,
@@ -11,7 +12,7 @@ one read at once (:meth:`Run._keep`), so Python sees only the files that may mat
 Bounded: a run keeps at most ``run_bytes`` of files to search (further files are
 read again when their turn comes), a batch's arena is ``batch_bytes``, and the
 search reads a fixed number of runs ahead, whatever the files hold.  A file C could
-not open or read (``EIO``, ``EACCES``...) is marked :data:`UNREADABLE`, counted by
+not open or read (``EIO``, ``EACCES``...) is marked :data:`UNREADABLE_FILE`, counted by
 the search and never read again; one that is gone or replaced meanwhile is not.
 """
 
@@ -23,22 +24,24 @@ import errno
 import os
 import queue
 import threading
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Final, final
 
-from sandboxfs.fs import (
+from sandboxfs.core import (
     LEAF_GONE,
     LEAF_LATER,
     LEAF_SEARCH,
     Directory,
     LeafBatch,
+    LimitExceeded,
     SandboxError,
-    TreeWalk,
 )
+from sandboxfs.fs.walks import TreeWalk
 
 #: The kind of a file of a run that could not be opened or read (a ``LEAF_*`` is
 #: smaller): it is counted, not searched.
-UNREADABLE: Final = 0xFF
+UNREADABLE_FILE: Final = 0xFF
 #: Errors of a file C could not open or read that mean it is gone or is something
 #: else now (not a file that could not be read), or none.
 _GONE_ERRNOS: Final = frozenset({0, errno.ENOENT, errno.ELOOP, errno.ENOTDIR})
@@ -159,11 +162,11 @@ class Run:
 def unreadable_marked(batch: LeafBatch, kinds: bytes) -> bytes:
     """``kinds`` with each file that C could not open or read for an error other
     than its being gone or replaced (``EIO``, ``EACCES``...) marked
-    :data:`UNREADABLE`: counted, never read again."""
+    :data:`UNREADABLE_FILE`: counted, never read again."""
     marked = bytearray(kinds)
     for index, kind in enumerate(kinds):
         if kind in (LEAF_GONE, LEAF_LATER) and batch.error(index) not in _GONE_ERRNOS:
-            marked[index] = UNREADABLE
+            marked[index] = UNREADABLE_FILE
     return bytes(marked)
 
 
@@ -242,3 +245,44 @@ class Reader:
                 with self.tree.ctx.watch.step(run.shown):
                     run.read.wait()
         self.pending.clear()
+
+
+def read_runs(
+    tree: TreeWalk,
+    runs: Iterable[tuple[tuple[str, ...], list[tuple[str, str]], str]],
+    reading: tuple[bytes, Any, ReadSizes],
+    *,
+    ahead: int,
+    stop: Callable[[], bool],
+) -> Iterator[Run]:
+    """The ``runs`` of a walk (the directory's relative path, its files, its name as
+    shown), each read (:class:`Reader`), in walk order, at most ``ahead`` runs read
+    ahead of the one given.  ``reading``: the literal C searches for, the RE2
+    pattern that keeps only files that may match, and the sizes of the reads.
+    ``stop()`` is asked before each run is read and after each is given: once it
+    says so, nothing more is read or given.  A LimitExceeded of the walk is raised
+    after the runs found before it are given (unless ``stop()`` says so by then)."""
+    needle, scanner, sizes = reading
+    reader = Reader(tree, needle, scanner, sizes)
+    limit: LimitExceeded | None = None
+    try:
+        try:
+            for rel, files, shown in runs:
+                if stop():
+                    return
+                reader.submit(rel, files, shown)
+                pending = reader.pending
+                while pending and (len(pending) > ahead or pending[0].read.is_set()):
+                    yield reader.next()
+                    if stop():
+                        return
+        except LimitExceeded as exc:
+            limit = exc  # what was walked before it is given first
+        while reader.pending:
+            if stop():
+                return
+            yield reader.next()
+        if limit is not None and not stop():
+            raise limit
+    finally:
+        reader.close()
