@@ -44,6 +44,7 @@ from sandboxfs.cli.workspaces import SetupError as WorkspaceSetupError
 from sandboxfs.cli.workspaces import setup as workspace_setup
 from sandboxfs.core import landlock
 from sandboxfs.core.allowlist import AllowList, Root, nest_policies
+from sandboxfs.core.mounts import MountTable
 from sandboxfs.core.watch import Stall
 from sandboxfs.fs.workspaces import SessionLease
 from sandboxfs.session.access import AccessControl
@@ -181,6 +182,9 @@ def _serve(
     audit = AuditLog(_open_audit_log(config.audit_log))
     accounts = Accounts.load()
     workspaces, lease = _open_workspaces(config, roots)
+    stall = Stall.from_env(os.environ)
+    # Read before Landlock (it is in /proc); a test stall needs every call watched.
+    mounts = MountTable.open() if stall is None else None
     # Landlock covers BASE as a whole (sessions appear after it is applied).
     confined = roots if workspaces is None else [workspaces.base.root, *roots]
     landlocked = _apply_landlock(confined, config)
@@ -198,13 +202,16 @@ def _serve(
         no_xdev=config.no_xdev,
         limits=config.limits,
         home=os.environ.get("HOME"),
-        stall=Stall.from_env(os.environ),
+        stall=stall,
         accounts=accounts,
         roots=sidecar is None,
         audit=audit,
         workspaces=workspaces,
+        mounts=mounts,
     )
     server = SandboxfsServer(options, access)
+    for note in server.local_directories(access.current)[1]:
+        log.info("%s", note)
     if sidecar is not None and listener is not None:
         stopped_by = trio.run(serve_http, server, listener, sidecar)
         if stopped_by == signal.SIGINT:  # drained like SIGTERM, but Ctrl-C says so

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -21,8 +22,9 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar, final
 import trio
 
 from sandboxfs import __version__
-from sandboxfs.core.chokepoint import Confinement
+from sandboxfs.core.chokepoint import Confinement, CrossesMount
 from sandboxfs.core.errors import AccessDenied, SandboxError
+from sandboxfs.core.mounts import MountTable
 from sandboxfs.core.names import has_lone_surrogate
 from sandboxfs.core.resolver import Resolver
 from sandboxfs.core.roots import roots_from_uris
@@ -194,6 +196,31 @@ def to_wire(result: ToolResult) -> WireResult:
     return wire
 
 
+def mount_kind(mounts: MountTable, root: Any) -> tuple[bool, str]:
+    """Whether calls on the allowed directory ``root`` may run inline, and its kind."""
+    try:
+        st = os.fstat(root.fd)
+    except OSError:
+        return False, "filesystem type unknown"
+    return mounts.local(root.path, (os.major(st.st_dev), os.minor(st.st_dev)))
+
+
+def where_calls_run(kinds: Sequence[tuple[Any, bool, str]], timeout: float) -> str:
+    """The note saying, per allowed directory, whether quick calls run inline (a
+    local filesystem) or in worker threads with the step timeout."""
+    inline = [f"{root.given} ({kind})" for root, local, kind in kinds if local]
+    threads = [f"{root.given} ({kind})" for root, local, kind in kinds if not local]
+    if not threads:
+        return f"Calls run inline: every allowed directory is local: {', '.join(inline)}"
+    text = (
+        f"Calls run in worker threads with a {timeout:g} s step timeout: "
+        f"{', '.join(threads)} is not known to be local"
+    )
+    if inline:
+        text += f" (local: {', '.join(inline)})"
+    return text
+
+
 def tool_definition(spec: ToolSpec, input_schema: dict[str, Any]) -> dict[str, Any]:
     """A tool as ``tools/list`` describes it on the wire."""
     a = spec.annotations
@@ -228,6 +255,9 @@ class ServerOptions:
     audit: AuditLog = field(default_factory=lambda: AuditLog(None))
     #: ``--workspaces``: every session's private directory and the stores.
     workspaces: WorkspaceSessions | None = None
+    #: The mount table that decides which calls run inline (None: every call that
+    #: touches the filesystem runs in a worker thread).
+    mounts: MountTable | None = None
 
 
 @final
@@ -260,6 +290,11 @@ class SandboxfsServer:
         self.parses = ParseCache()
         #: The resolve flags every call of this server uses.
         self.confinement = Confinement(no_xdev=options.no_xdev)
+        #: ... and an inline call, which never crosses a mount point.
+        self.inline_confinement = Confinement(no_xdev=options.no_xdev, inline=True)
+        #: Whether the allow-list last asked about is all local, what the notes say
+        #: of it, and for which allow-list and mount table generation.
+        self._inline_memo: tuple[object, int, bool, tuple[str, ...]] = (None, -1, False, ())
 
     def session_config(self, *, http: bool = False) -> SessionConfig:
         """What a session of this server knows of it."""
@@ -280,14 +315,68 @@ class SandboxfsServer:
         view.access = access
         return view
 
-    def sandbox(self, effective: Effective) -> Sandbox:
+    def sandbox(self, effective: Effective, *, inline: bool = False) -> Sandbox:
         resolver = Resolver(
             effective.allow,
             symlink_hops=self.options.limits.symlink_hops,
-            confinement=self.confinement,
+            confinement=self.inline_confinement if inline else self.confinement,
             home=self.options.home,
         )
         return Sandbox(resolver, self.options.limits, self.revisions)
+
+    # -- inline calls ------------------------------------------------------------------
+
+    def local_directories(self, effective: Effective) -> tuple[bool, tuple[str, ...]]:
+        """Whether every allowed directory of ``effective`` is on a local filesystem
+        with no other kind of mount beneath it (see sandboxfs.core.mounts), so that
+        a quick call may run inline; and the note that says where calls run.
+        Remembered until the allow-list or the mount table changes (a look costs
+        one non-blocking poll)."""
+        mounts = self.options.mounts
+        if mounts is None:
+            return False, ()
+        allow = effective.allow
+        if not mounts.changed():
+            memo_allow, generation, local, note = self._inline_memo
+            if memo_allow is allow and generation == mounts.generation:
+                return local, note
+        kinds = [(root, *mount_kind(mounts, root)) for root in allow.roots]
+        local = bool(kinds) and all(inline for _, inline, _ in kinds)
+        note = (where_calls_run(kinds, self.options.limits.fs_timeout),) if kinds else ()
+        self._inline_memo = (allow, mounts.generation, local, note)
+        return local, note
+
+    def inline_call(self, name: str, arguments: Any, caller: Caller) -> WireResult | None:
+        """A quick tool call run here and now, audited, if it may run inline: a tool
+        whose work is bounded and read-only, on allowed directories that are all
+        local.  None: run it with :meth:`run_tool` (in a worker thread).  A call whose
+        resolution would cross a mount point gives up (before it did anything) and
+        answers None too."""
+        spec = self.by_name.get(name)
+        if (
+            spec is None
+            or not spec.quick
+            or not isinstance(arguments, dict)
+            or (spec.touches_filesystem and not self.local_directories(self.access.current)[0])
+        ):
+            return None
+        started = time.monotonic()
+        try:
+            result = self._inline_tool(spec, arguments, caller)
+        except CrossesMount:
+            return None
+        self._audit_result(name, arguments, caller, started, result)
+        return result
+
+    def _inline_tool(self, spec: ToolSpec, arguments: dict[str, Any], caller: Caller) -> WireResult:
+        prepared = self._prepare(spec, arguments, caller, inline=True)
+        if isinstance(prepared, dict):
+            return prepared
+        try:
+            result = prepared(NO_WATCH)
+        except SandboxError as exc:
+            return error_result(str(exc), exc.code)
+        return to_wire(result)
 
     async def bounded(self, fn: Callable[[Watch], T]) -> T:
         """Run blocking work within the concurrent-call cap."""
@@ -330,6 +419,17 @@ class SandboxfsServer:
             self._audit(name, arguments, caller, started, error="EINVAL")
             raise ProtocolError(INVALID_PARAMS, f"Unknown tool: {name}")
         result = await self._run_tool(spec, arguments, caller, progress)
+        self._audit_result(name, arguments, caller, started, result)
+        return result
+
+    def _audit_result(
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        caller: Caller,
+        started: float,
+        result: WireResult,
+    ) -> None:
         failed = bool(result["isError"])
         structured = result.get("structuredContent")
         error = structured.get("error") if failed and isinstance(structured, dict) else None
@@ -343,7 +443,6 @@ class SandboxfsServer:
                 len(block.get("text") or block.get("data") or "") for block in result["content"]
             ),
         )
-        return result
 
     def _audit(
         self,
@@ -375,6 +474,29 @@ class SandboxfsServer:
         caller: Caller,
         progress: Progress | None,
     ) -> WireResult:
+        prepared = self._prepare(spec, arguments, caller, progress=progress)
+        if isinstance(prepared, dict):
+            return prepared
+        try:
+            if spec.touches_filesystem:
+                result = await self.bounded(prepared)
+            else:
+                result = prepared(NO_WATCH)
+        except SandboxError as exc:
+            return error_result(str(exc), exc.code)
+        return to_wire(result)
+
+    def _prepare(
+        self,
+        spec: ToolSpec,
+        arguments: dict[str, Any],
+        caller: Caller,
+        *,
+        progress: Progress | None = None,
+        inline: bool = False,
+    ) -> WireResult | Callable[[Watch], ToolResult]:
+        """The work of one call, ready to run with a watch; or the error result that
+        answers it without work (arguments refused, no allowed directory)."""
         if not self.arguments_ok[spec.name](arguments):
             details = _argument_problems(self.schemas[spec.name], arguments)
             return error_result(f"Invalid arguments for tool {spec.name}: {details}")
@@ -392,15 +514,17 @@ class SandboxfsServer:
                 else "Access denied - no allowed directories"
             )
             return error_result(message, AccessDenied.default_code)
-        sandbox = self.sandbox(effective)
+        sandbox = self.sandbox(effective, inline=inline)
         allowed = tuple(effective.allow.display())
         # The Roots note matters only to a client that has Roots (2025 era, stdio).
         notes = self.access.notes if caller.protocol_version not in MODERN_VERSIONS else ()
         notes += self.access.policy_notes  # what each directory's policy allows, in every era
+        notes += self.local_directories(effective)[1]  # where calls run, per directory
+        handler = spec.handler
 
         def work(watch: Watch) -> ToolResult:
             context = CallContext(
-                sandbox=sandbox.with_watch(watch),
+                sandbox=sandbox if watch is NO_WATCH else sandbox.with_watch(watch),
                 limits=self.options.limits,
                 allowed=allowed,
                 notes=notes,
@@ -410,13 +534,9 @@ class SandboxfsServer:
                 workspace=self.access.workspace,
                 **({"progress": progress} if progress is not None else {}),
             )
-            return spec.handler(context, **arguments)
+            return handler(context, **arguments)
 
-        try:
-            result = await self.bounded(work) if spec.touches_filesystem else work(NO_WATCH)
-        except SandboxError as exc:
-            return error_result(str(exc), exc.code)
-        return to_wire(result)
+        return work
 
     # -- resources ---------------------------------------------------------------------------
 

@@ -192,6 +192,7 @@ LIST_DIRECTORY = ToolSpec(
     params=(path_param("Path of the directory to list."), _with_revision("the directory's")),
     annotations=READ_ONLY,
     handler=list_directory,
+    quick=True,
 )
 
 LIST_DIRECTORY_WITH_SIZES = ToolSpec(
@@ -213,6 +214,7 @@ LIST_DIRECTORY_WITH_SIZES = ToolSpec(
     ),
     annotations=READ_ONLY,
     handler=list_directory_with_sizes,
+    quick=True,
 )
 
 GET_FILE_INFO = ToolSpec(
@@ -237,6 +239,7 @@ GET_FILE_INFO = ToolSpec(
     ),
     annotations=READ_ONLY,
     handler=get_file_info,
+    quick=True,
 )
 
 LIST_ALLOWED_DIRECTORIES = ToolSpec(
@@ -249,4 +252,5 @@ LIST_ALLOWED_DIRECTORIES = ToolSpec(
     annotations=READ_ONLY,
     handler=list_allowed_directories,
     touches_filesystem=False,
+    quick=True,
 )
