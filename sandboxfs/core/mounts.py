@@ -94,6 +94,8 @@ class MountTable:
         self._fd = fd
         self._lock = threading.Lock()
         self._mounts: list[Mount] | None = None
+        #: A change the kernel reported (it reports each once) not yet read.
+        self._dirty = False
         self.generation = 0
         self._poll: select.poll | None = None
         if fd is not None:
@@ -131,17 +133,19 @@ class MountTable:
 
     def changed(self) -> bool:
         """Whether the table changed since it was last read (never blocks)."""
-        if self._poll is None:
-            return False
+        if self._poll is None or self._dirty:
+            return self._dirty
         try:
-            return bool(self._poll.poll(0))
+            self._dirty = bool(self._poll.poll(0))
         except OSError:
-            return True
+            self._dirty = True
+        return self._dirty
 
     def mounts(self) -> list[Mount] | None:
         """The mounts now (re-read only after a change); None if unreadable."""
         with self._lock:
             if self._mounts is None or self.changed():
+                self._dirty = False  # before reading: a change while it reads is seen next
                 self._mounts = self._read()
                 self.generation += 1
             return self._mounts
