@@ -39,6 +39,7 @@ from sandboxfs.cli.cleanup import SocketCleanup, interrupts_held
 from sandboxfs.cli.config import Config, build
 from sandboxfs.cli.exits import INTERRUPTED
 from sandboxfs.cli.policies import Directory
+from sandboxfs.cli.replicas import serve_http_replicas
 from sandboxfs.cli.startup import fail, listen_on
 from sandboxfs.cli.workspaces import SetupError as WorkspaceSetupError
 from sandboxfs.cli.workspaces import setup as workspace_setup
@@ -52,6 +53,7 @@ from sandboxfs.session.auditlog import AuditLog
 from sandboxfs.session.server import SandboxfsServer, ServerOptions
 from sandboxfs.session.workspaces import WorkspaceSessions
 from sandboxfs.tools.accounts import Accounts
+from sandboxfs.tools.parsepool import ParserPool
 from sandboxfs.transports.credentials import WEAK_WARNING
 from sandboxfs.transports.sidecar import SidecarOptions, serve_http
 from sandboxfs.transports.stdio import serve_stdio, take_stdio
@@ -151,7 +153,7 @@ def serve(config: Config) -> int:
         from sandboxfs.cli.tenants import serve_tenants  # noqa: PLC0415
 
         return serve_tenants(config)
-    hardening.start_parsers(config)  # before any allowed directory is opened
+    pools = hardening.start_parsers(config)  # before any allowed directory is opened
     roots = _open_roots(config.directories)
     # Everything that needs the filesystem or the network outside the allowed
     # directories happens before Landlock: the wire, the audit log, user names.
@@ -166,7 +168,7 @@ def serve(config: Config) -> int:
             sidecar = replace(sidecar, endpoint=endpoint)  # with the port it really got
             config = replace(config, endpoint=endpoint)
         log.info("%s", config.describe())
-        return _serve(config, roots, sidecar, listener)
+        return _serve(config, roots, sidecar, listener, pools)
     finally:
         if cleanup is not None:
             cleanup.finish()
@@ -177,6 +179,7 @@ def _serve(
     roots: list[Root],
     sidecar: SidecarOptions | None,
     listener: socket.socket | None,
+    pools: list[ParserPool],
 ) -> int:
     wire = take_stdio() if sidecar is None else None
     audit = AuditLog(_open_audit_log(config.audit_log))
@@ -184,7 +187,8 @@ def _serve(
     workspaces, lease = _open_workspaces(config, roots)
     stall = Stall.from_env(os.environ)
     # Read before Landlock (it is in /proc); a test stall needs every call watched.
-    mounts = MountTable.open() if stall is None else None
+    # One per server process (--workers): a change notice is read once per open file.
+    tables = [MountTable.open() if stall is None else None for _ in pools]
     # Landlock covers BASE as a whole (sessions appear after it is applied).
     confined = roots if workspaces is None else [workspaces.base.root, *roots]
     landlocked = _apply_landlock(confined, config)
@@ -207,12 +211,14 @@ def _serve(
         roots=sidecar is None,
         audit=audit,
         workspaces=workspaces,
-        mounts=mounts,
+        mounts=tables[0],
     )
     server = SandboxfsServer(options, access)
     for note in server.local_directories(access.current)[1]:
         log.info("%s", note)
     if sidecar is not None and listener is not None:
+        if len(pools) > 1:
+            return serve_http_replicas(server, listener, sidecar, pools=pools, tables=tables)
         stopped_by = trio.run(serve_http, server, listener, sidecar)
         if stopped_by == signal.SIGINT:  # drained like SIGTERM, but Ctrl-C says so
             return _interrupted()

@@ -261,6 +261,23 @@ def bearer(scope: Scope) -> str | None:
 
 @final
 @dataclass(frozen=True)
+class Replica:
+    """This process is one of several serving one listener (``--workers``), started
+    by a parent that speaks for them all (sandboxfs.cli.replicas).
+
+    ``ready``: a pipe to the parent, written once this process handles SIGTERM and
+    SIGINT (which the parent held back until then); the parent says "serving" once
+    every process has.  ``parent``: a pipe from the parent, which ends when the
+    parent is gone (killed): this process then stops as on SIGTERM.  The parent
+    forwards each signal it gets, says that the server stopped, and prints the
+    Ctrl-C line, so a replica logs the stop only when it has calls in flight."""
+
+    ready: int
+    parent: int
+
+
+@final
+@dataclass(frozen=True)
 class SidecarOptions:
     endpoint: Endpoint
     token: str | None
@@ -274,7 +291,10 @@ class SidecarOptions:
 
 
 async def serve_http(
-    server: SandboxfsServer, listener: socket.socket, options: SidecarOptions
+    server: SandboxfsServer,
+    listener: socket.socket,
+    options: SidecarOptions,
+    replica: Replica | None = None,
 ) -> signal.Signals | None:
     """Serve until SIGTERM or SIGINT, then drain calls in flight and return the
     signal that stopped it."""
@@ -283,7 +303,7 @@ async def serve_http(
         options.token,
         unready=lambda: unserved(server),
     )
-    return await serve_gate(gate, listener, options)
+    return await serve_gate(gate, listener, options, replica)
 
 
 def unserved(server: SandboxfsServer) -> str | None:
@@ -308,7 +328,10 @@ def http_policy(options: SidecarOptions) -> HttpPolicy:
 
 
 async def serve_gate(
-    gate: Gate, listener: socket.socket, options: SidecarOptions
+    gate: Gate,
+    listener: socket.socket,
+    options: SidecarOptions,
+    replica: Replica | None = None,
 ) -> signal.Signals | None:
     """Serve ``gate`` under Hypercorn until SIGTERM or SIGINT, then drain calls in
     flight and return the signal that stopped it.
@@ -328,11 +351,14 @@ async def serve_gate(
 
     async def watch_signals(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            if replica is not None:  # the parent held them back until now
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
             task_status.started()
             async for signum in signals:
                 stopped_by.append(signal.Signals(signum))
                 break
-            _announce(stopped_by[0], gate, options)
+            if replica is None or gate.in_flight:
+                _announce(stopped_by[0], gate, options)
             async with trio.open_nursery() as draining:
 
                 async def again() -> None:
@@ -348,14 +374,34 @@ async def serve_gate(
     async with trio.open_nursery() as nursery:
         await nursery.start(watch_signals)
         # Said once SIGTERM and SIGINT are caught: the line is a true ready signal.
-        log.info("sandboxfs serving MCP on %s", endpoint.describe())
+        if replica is None:
+            log.info("sandboxfs serving MCP on %s", endpoint.describe())
+        else:
+            nursery.start_soon(_outlive_parent, replica.parent)
+            os.write(replica.ready, b"r")
         await serve_connections(
             gate, config, listener, send_timeout=options.send_timeout, stopping=stopping
         )
         nursery.cancel_scope.cancel()
-    if stopped_by != [signal.SIGINT]:
+    if stopped_by != [signal.SIGINT] and replica is None:
         log.info("sandboxfs stopped")
     return stopped_by[0] if stopped_by else None
+
+
+async def _outlive_parent(parent: int) -> None:
+    """A replica whose parent is gone (killed: it had no time to forward a signal)
+    stops as on SIGTERM."""
+    while True:
+        await trio.lowlevel.wait_readable(parent)
+        try:
+            if os.read(parent, 64):
+                continue  # the parent never writes; nothing to wait for but the end
+        except BlockingIOError:
+            continue
+        except OSError:
+            pass
+        os.kill(os.getpid(), signal.SIGTERM)
+        return
 
 
 def _announce(signum: signal.Signals, gate: Gate, options: SidecarOptions) -> None:
