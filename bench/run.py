@@ -42,6 +42,10 @@ issue's target where it has one.  ``--no-limits`` skips them.
     python bench/run.py --scale --fixtures /tmp/sfs-bench   # 10k, 100k and 1M-file trees
     python bench/run.py --scale --scale-sizes 10000,100000
 
+Two rows are sandboxfs over streamable HTTP (bench/httpbench.py, driven by ``wrk``):
+``read_text_file`` of the 1 KiB files, 32 keep-alive connections, from one server process
+(``--workers 1``) and from as many as the CPUs (the default).
+
 ``--scale`` (bench/scale.py) runs directory_tree, search_files and grep_files, sandboxfs
 alone beside find/grep/rg, on trees of growing size and prints time, cost per entry and
 peak RSS for each, the largest/smallest cost-per-entry ratio and whether RSS stayed flat.
@@ -70,6 +74,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from httpbench import http_rate
 from limits import listing_text, time_command, time_python, tool_path, tree_text
 from rpc import (  # bench/rpc.py (the script's directory is on sys.path)
     _LIVE,
@@ -475,6 +480,27 @@ def w_read_pipe(conn: Conn, ctx: Ctx) -> Measure:
 def w_file_info(conn: Conn, ctx: Ctx) -> Measure:
     per = timed_calls(conn, ctx.n_calls, lambda i: ("get_file_info", {"path": ctx.small(i)}))
     return Measure(1 / per)
+
+
+def http_workload(workers: int | None) -> Callable[[Conn, Ctx], Measure]:
+    """read_text_file 1 KiB over HTTP, 32 keep-alive connections (bench/httpbench.py),
+    from ``workers`` server processes (None: the CPUs, sandboxfs's default)."""
+
+    def run(conn: Conn, ctx: Ctx) -> Measure:
+        count = workers or len(os.sched_getaffinity(0))
+        rate, detail = http_rate(
+            ctx.cache["sfs_cmd"],
+            ctx.cache["sfs_flags"],
+            ctx.root,
+            [ctx.small(i) for i in range(ctx.spec.small_files)],
+            workers=count,
+            connections=ctx.window,
+            seconds=ctx.cache["http_seconds"],
+            log_path=ctx.cache["logdir"] / f"http-{count}-{time.monotonic_ns()}.stderr",
+        )
+        return Measure(rate, detail)
+
+    return run
 
 
 def _listing(conn: Conn, ctx: Ctx, tool: str) -> Measure:
@@ -902,6 +928,20 @@ WORKLOADS: list[Workload] = [
     Workload("read_seq", "read_text_file 1 KiB, sequential", "calls/s", w_read_seq),
     Workload("read_pipe", "read_text_file 1 KiB, 32 in flight", "calls/s", w_read_pipe),
     Workload("file_info", "get_file_info, sequential", "calls/s", w_file_info),
+    Workload(
+        "http_1",
+        "read_text_file 1 KiB over HTTP, 32 in flight, --workers 1",
+        "calls/s",
+        http_workload(1),
+        sfs_only=True,
+    ),
+    Workload(
+        "http_n",
+        "read_text_file 1 KiB over HTTP, 32 in flight, --workers (the CPUs)",
+        "calls/s",
+        http_workload(None),
+        sfs_only=True,
+    ),
     Workload("list", "list_directory, 1,000 entries", "ms", w_list, limits=(PY_LISTING,)),
     Workload("list_sizes", "list_directory_with_sizes, 1,000 entries", "ms", w_list_sizes),
     Workload("list_top", "list_directory, big tree's top (50 dirs)", "ms", w_list_top),
@@ -1009,6 +1049,11 @@ class Runner:
             else:
                 self.commands[server] = [*args.cmds[server], root]
         self._spawns = 0
+        if SFS in args.servers:
+            ctx.cache["sfs_cmd"] = args.cmds[SFS]
+            ctx.cache["sfs_flags"] = sandboxfs_flags(args)
+        ctx.cache["logdir"] = logdir
+        ctx.cache["http_seconds"] = 2.0 if args.quick else 6.0
 
     def spawn(self, server: str, workload: str, *, stateless: bool = False) -> Conn:
         self._spawns += 1
