@@ -54,6 +54,7 @@ def serve_replicas(
     *,
     announce: Callable[[], None],
     forked: Callable[[], None] = lambda: None,
+    grace: float = 10.0,
 ) -> int:
     """Fork ``count`` replicas, each running ``serve_one(index, replica)`` (its exit
     status); wait for them all and return the server's exit status.  ``announce``
@@ -79,7 +80,7 @@ def serve_replicas(
     for fd in (child_end, ready_write):
         os.close(fd)
     forked()
-    return _supervise(children, ready_read, parent_end, held, announce)
+    return _supervise(children, ready_read, parent_end, held, announce=announce, grace=grace)
 
 
 def _replica(
@@ -116,7 +117,9 @@ def _supervise(
     ready: int,
     parent_end: int,
     held: set[int | signal.Signals],
+    *,
     announce: Callable[[], None],
+    grace: float,
 ) -> int:
     """The parent's side: forward signals, say "serving" once all are ready, wait for
     every replica, and decide the exit status."""
@@ -127,7 +130,12 @@ def _supervise(
     def forward(signum: int, _frame: types.FrameType | None) -> None:
         received.append(signal.Signals(signum))
         if len(received) == 1 and signum == signal.SIGTERM:
-            log.info("SIGTERM: stopping %d server process(es)", len(live))
+            log.info(
+                "SIGTERM: refusing new requests; %d server processes finish the requests in "
+                "flight (up to %g s)",
+                len(live),
+                grace,
+            )
         _stop(live, signal.Signals(signum))
 
     for signum in _STOPPING:
@@ -216,7 +224,13 @@ def serve_http_replicas(
         log.info("sandboxfs serving MCP on %s", options.endpoint.describe())
 
     try:
-        return serve_replicas(len(pools), serve_one, announce=announce, forked=listener.close)
+        return serve_replicas(
+            len(pools),
+            serve_one,
+            announce=announce,
+            forked=listener.close,
+            grace=options.grace_seconds,
+        )
     finally:
         for pool in pools:
             pool.forget()
