@@ -374,6 +374,7 @@ class Workload:
     limits: tuple[Limit, ...] = ()  # the same work without MCP, measured in the same run
     before: Callable[[Ctx], None] | None = None  # before each server's turn
     stateless: bool = False  # start in the 2026-07-28 era (no handshake) instead of 2025
+    journal: bool = False  # sandboxfs with --journal (a fresh journal beside the fixtures)
 
     @property
     def higher_better(self) -> bool:
@@ -638,6 +639,69 @@ def w_write(conn: Conn, ctx: Ctx) -> Measure:
     per = timed_calls(conn, ctx.n_heavy, lambda i: ("write_file", args))
     size = os.path.getsize(args["path"])
     _expect(conn.label, size == MiB, f"write_file wrote {size} bytes")
+    return Measure(per * 1e3)
+
+
+def w_write_unique(conn: Conn, ctx: Ctx) -> Measure:
+    """Like w_write, but every call writes other bytes: a journal keeps a new copy of
+    the content each call replaces (its worst case: nothing to share)."""
+    path = ctx.p("scratch", f"write-unique-{conn.label}.txt")
+
+    def make(i: int) -> tuple[str, dict[str, Any]]:
+        stamp = f"{i:+016d}\n"
+        return "write_file", {"path": path, "content": stamp + MIB_CONTENT[len(stamp) :]}
+
+    per = timed_calls(conn, ctx.n_heavy, make)
+    return Measure(per * 1e3)
+
+
+PATCH_FILES = 50
+
+
+def restore_patch_files(ctx: Ctx) -> None:
+    """scratch/patch/f00.py .. f49.py: 200 lines each, one marker line in the middle."""
+    where = ctx.root / "scratch" / "patch"
+    shutil.rmtree(where, ignore_errors=True)
+    where.mkdir(parents=True)
+    for n in range(PATCH_FILES):
+        lines = [f"line {i} of file {n}: {'x' * 60}\n" for i in range(200)]
+        lines[100] = f"{EDIT_OLD}\n"
+        (where / f"f{n:02d}.py").write_text("".join(lines))
+
+
+def _patch_text(old: str, new: str) -> str:
+    """A git-style diff changing the marker line of every file of scratch/patch."""
+    parts = []
+    for n in range(PATCH_FILES):
+        name = f"scratch/patch/f{n:02d}.py"
+        context = [f" line {i} of file {n}: {'x' * 60}" for i in (98, 99)]
+        after = [f" line {i} of file {n}: {'x' * 60}" for i in (101, 102)]
+        parts += [
+            f"diff --git a/{name} b/{name}",
+            f"--- a/{name}",
+            f"+++ b/{name}",
+            "@@ -99,5 +99,5 @@",
+            *context,
+            f"-{old}",
+            f"+{new}",
+            *after,
+        ]
+    return "\n".join(parts) + "\n"
+
+
+def w_patch(conn: Conn, ctx: Ctx) -> Measure:
+    """apply_patch of one hunk in each of 50 files, back and forth (an even number of
+    calls leaves the files as they were)."""
+    forth, back = _patch_text(EDIT_OLD, EDIT_NEW), _patch_text(EDIT_NEW, EDIT_OLD)
+
+    def make(i: int) -> tuple[str, dict[str, Any]]:
+        return "apply_patch", {"patch": forth if i % 2 == 0 else back}
+
+    def verify(r: dict[str, Any]) -> None:
+        _expect(conn.label, not r.get("isError"), f"apply_patch failed: {result_text(r)[:200]}")
+
+    timed_calls(conn, 1, make, verify, warmup=0)  # the first call, checked
+    per = timed_calls(conn, ctx.n_heavy + ctx.n_heavy % 2, lambda i: make(i + 1), warmup=0)
     return Measure(per * 1e3)
 
 
@@ -962,6 +1026,47 @@ WORKLOADS: list[Workload] = [
         w_edit,
         before=lambda ctx: restore_edit_file(ctx.root),
     ),
+    # The change journal's cost: the same calls with --journal (sandboxfs only).
+    Workload(
+        "write_1m_j", "write_file 1 MiB, --journal", "ms", w_write, sfs_only=True, journal=True
+    ),
+    Workload("write_1m_u", "write_file 1 MiB, new bytes each call", "ms", w_write_unique),
+    Workload(
+        "write_1m_uj",
+        "write_file 1 MiB, new bytes each call, --journal",
+        "ms",
+        w_write_unique,
+        sfs_only=True,
+        journal=True,
+    ),
+    Workload(
+        "patch_50",
+        f"apply_patch, {PATCH_FILES} files",
+        "ms",
+        w_patch,
+        tool="apply_patch",
+        sfs_only=True,
+        before=restore_patch_files,
+    ),
+    Workload(
+        "patch_50_j",
+        f"apply_patch, {PATCH_FILES} files, --journal",
+        "ms",
+        w_patch,
+        tool="apply_patch",
+        sfs_only=True,
+        before=restore_patch_files,
+        journal=True,
+    ),
+    Workload(
+        "edit_10m_j",
+        "edit_file 1 replacement, 10 MiB, --journal",
+        "ms",
+        w_edit,
+        before=lambda ctx: restore_edit_file(ctx.root),
+        sfs_only=True,
+        journal=True,
+    ),
     *(
         Workload(
             key,
@@ -1055,11 +1160,19 @@ class Runner:
         ctx.cache["logdir"] = logdir
         ctx.cache["http_seconds"] = 2.0 if args.quick else 6.0
 
-    def spawn(self, server: str, workload: str, *, stateless: bool = False) -> Conn:
+    def spawn(
+        self, server: str, workload: str, *, stateless: bool = False, journal: bool = False
+    ) -> Conn:
         self._spawns += 1
+        command = self.commands[server]
+        if journal:  # a fresh journal, outside the served directory
+            where = self.ctx.root.parent / f"{self.ctx.root.name}-journal"
+            shutil.rmtree(where, ignore_errors=True)
+            cut = command.index("--")
+            command = [*command[:cut], "--journal", str(where), *command[cut:]]
         conn = Conn(
             server,
-            self.commands[server],
+            command,
             log_path=self.logdir / f"{self._spawns:04d}-{server}-{workload}.stderr",
             timeout=self.args.timeout,
         )
@@ -1107,7 +1220,7 @@ class Runner:
     def run_one(self, wl: Workload, server: str, rep: int, results: Results) -> None:
         if wl.before:
             wl.before(self.ctx)
-        conn = self.spawn(server, wl.key, stateless=wl.stateless)
+        conn = self.spawn(server, wl.key, stateless=wl.stateless, journal=wl.journal)
         profiler = None
         idle = None
         try:

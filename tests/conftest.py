@@ -165,6 +165,43 @@ def _drop_cross_process_lock() -> None:
     test_scale_out.SERVER_PATCHES = "no-write-lock"
 
 
+def _undo_is_blind() -> None:
+    """Undo checks nothing: neither what each place holds before, nor under the lock."""
+    from sandboxfs.fs import undoing  # noqa: PLC0415
+
+    undoing.matches = lambda held, expect: True  # type: ignore[assignment]
+    undoing._revision = lambda state: None  # type: ignore[assignment]
+
+
+def _patch_without_rollback() -> None:
+    from sandboxfs.fs import patches  # noqa: PLC0415
+
+    patches._take_back = lambda made: []  # type: ignore[assignment]
+
+
+def _patch_without_intent() -> None:
+    """apply_patch writes no intent first: a crash mid-patch is not recovered."""
+    from sandboxfs.fs import patchintent  # noqa: PLC0415
+
+    begin = patchintent.Intent.begin.__func__  # type: ignore[attr-defined]
+
+    def no_intent(cls, ctx, plan):  # type: ignore[no-untyped-def]
+        return begin(cls, ctx.__class__(ctx.resolver, ctx.limits, ctx.revisions), plan)
+
+    patchintent.Intent.begin = classmethod(no_intent)  # type: ignore[assignment]
+
+
+def _ask_judges_the_name_given() -> None:
+    """--ask judges the place as resolved through its name, symlinks and all."""
+    from sandboxfs.fs import journaling, recording  # noqa: PLC0415
+
+    def as_named(ctx, parent):  # type: ignore[no-untyped-def]
+        location = parent.dir.location
+        return recording.Where(parent.path, location.root.path, (*location.rel, parent.leaf))
+
+    journaling.where = as_named  # type: ignore[assignment]
+
+
 def _directory_counts_include_hidden_entries() -> None:
     # get_file_info reports a directory's raw st_nlink and st_size, and listings sort
     # subdirectories by their raw st_size, whatever the policy hides.
@@ -203,6 +240,10 @@ def _parse_supervisor_inherits_descriptors() -> None:
 
 
 MUTANTS = {
+    "undo-is-blind": _undo_is_blind,
+    "patch-without-rollback": _patch_without_rollback,
+    "patch-without-intent": _patch_without_intent,
+    "ask-judges-the-name-given": _ask_judges_the_name_given,
     "policy-lets-the-kernel-follow-symlinks": _policy_lets_the_kernel_follow_symlinks,
     "drop-policy-subtree-check": _drop_policy_subtree_check,
     "landlock-ignores-directory-policy": _landlock_ignores_directory_policy,

@@ -69,7 +69,9 @@ class Session:
         return _text(result)
 
     def log(self) -> str:
-        return self.stderr.read_text()
+        """The server's log as its operator reads it: a JSON line's message (with its
+        own line breaks), an audit line as it is."""
+        return "\n".join(said(line) for line in self.stderr.read_text().splitlines())
 
     async def wait_for_log(self, text: str, count: int = 1) -> None:
         """Wait until the server's log holds ``text`` (``count`` times)."""
@@ -86,6 +88,19 @@ async def wait_for(condition: Callable[[], bool], *, seconds: float = 60) -> Non
 
 def _text(result: types.CallToolResult) -> str:
     return "".join(c.text for c in result.content if isinstance(c, types.TextContent))
+
+
+def said(line: str) -> str:
+    """What a server's log line says: the message of a JSON line (the log's format
+    when stderr is no terminal), or the text line itself."""
+    if line.startswith("{"):
+        try:
+            record = json.loads(line)
+        except ValueError:  # a line still being written, read in the middle
+            return line.rstrip("\n")
+        if isinstance(record, dict) and record.get("log") == "operator":
+            return str(record["message"])
+    return line.rstrip("\n")
 
 
 def server_env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -115,8 +130,10 @@ async def session(
     roots: Roots | None = None,
     env: dict[str, str] | None = None,
     command: Sequence[str] | None = None,
+    elicitation: Any = None,
 ) -> AsyncIterator[Session]:
-    """A connected client; ``command`` replaces ``python -m sandboxfs ARGS`` entirely."""
+    """A connected client; ``command`` replaces ``python -m sandboxfs ARGS`` entirely;
+    ``elicitation`` answers the server's questions to the user (elicitation/create)."""
     argv = list(command) if command is not None else [*SERVER, *args]
     params = StdioServerParameters(command=argv[0], args=argv[1:], env=server_env(env))
     with tempfile.NamedTemporaryFile("w+", suffix=".stderr", delete=False) as log:
@@ -126,6 +143,7 @@ async def session(
             transport,
             mode="legacy" if era == "2025" else "2026-07-28",
             list_roots_callback=roots.answer if roots is not None else None,
+            elicitation_callback=elicitation,
             cache=None,
             read_timeout_seconds=60,
         )

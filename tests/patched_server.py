@@ -10,6 +10,10 @@ shipped server reads:
 * ``landlock-abi=N``: the kernel's Landlock ABI reads as N (0: no Landlock);
 * ``no-write-lock``: conditional mutations check the revision without the
   exclusive (OFD) lock, so two processes can both pass the check;
+* ``crash-patch-at=STEP``: the process kills itself (SIGKILL) when apply_patch's
+  commit reaches STEP (``intent``, ``change 1``, ...: see sandboxfs.fs.patches);
+* ``ask-seconds=N``: a question to the user (``--ask``) is given up after N seconds
+  (instead of minutes), so a test of "no answer" ends soon.
 * ``roots-timeout=S``: a question to the client's Roots is given up (and calls
   wait for it) after S seconds instead of 30, so a test of a client that never
   answers does not wait 30 s.
@@ -17,6 +21,8 @@ shipped server reads:
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -26,7 +32,8 @@ from sandboxfs.cli import main as cli
 from sandboxfs.core import landlock
 from sandboxfs.core.allowlist import Root
 from sandboxfs.fs import guard
-from sandboxfs.session import clientroots
+from sandboxfs.fs import patches as fs_patches
+from sandboxfs.session import clientroots, driver
 
 
 def _bypass_openat2() -> None:
@@ -52,6 +59,14 @@ def _no_write_lock() -> None:
     guard.exclusive_lock = unlocked  # type: ignore[assignment]
 
 
+def _crash_patch_at(step: str) -> None:
+    def at(name: str) -> None:
+        if name == step:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    fs_patches.STEP = at
+
+
 def _roots_timeout(value: str) -> None:
     clientroots.ROOTS_FETCH_TIMEOUT = float(value)
 
@@ -65,6 +80,10 @@ def apply(patches: Sequence[str]) -> None:
             _landlock_abi(value)
         elif name == "no-write-lock":
             _no_write_lock()
+        elif name == "crash-patch-at":
+            _crash_patch_at(value)
+        elif name == "ask-seconds":
+            driver.ASK_SECONDS = float(value)  # type: ignore[misc]
         elif name == "roots-timeout":
             _roots_timeout(value)
         else:

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import httpx2
 from mcp.client import Client
@@ -92,7 +92,7 @@ def sidecar(
 
 @asynccontextmanager
 async def http_client(
-    url: str, era: Literal["2025", "2026"], token: str | None = TOKEN
+    url: str, era: Literal["2025", "2026"], token: str | None = TOKEN, elicitation: Any = None
 ) -> AsyncIterator[Client]:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     async with httpx2.AsyncClient(headers=headers, timeout=60) as transport_client:
@@ -100,6 +100,7 @@ async def http_client(
             streamable_http_client(url, http_client=transport_client),
             mode="legacy" if era == "2025" else "2026-07-28",
             cache=None,
+            elicitation_callback=elicitation,
         )
         async with client:
             yield client

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from helpers import Tree
-from mcp_client import PATCHED, SERVER, run, server_env, session
+from mcp_client import PATCHED, SERVER, run, said, server_env, session
 from sandboxfs import __version__
 from sandboxfs.cli.arguments import EXIT_FAILED, EXIT_USAGE, help_text
 from sandboxfs.cli.main import main
@@ -129,7 +129,7 @@ def test_startup_failures_are_one_line_and_status_1(tree: Tree, tmp_path: Path) 
 def _announced(process: subprocess.Popen[str]) -> str:
     assert process.stderr is not None
     for line in process.stderr:
-        found = re.search(r"serving MCP on (\S+)", line)
+        found = re.search(r"serving MCP on (\S+)", said(line))
         if found:
             return found.group(1)
     raise AssertionError("the server never said where it listens")

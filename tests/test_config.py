@@ -16,7 +16,7 @@ import pytest
 import trio
 
 from helpers import Tree
-from mcp_client import SERVER, Roots, run, server_env, session
+from mcp_client import SERVER, Roots, run, said, server_env, session
 from sandboxfs.cli.arguments import EXIT_USAGE, Refused, parse_arguments
 from sandboxfs.cli.config import Config, build
 from sandboxfs.cli.main import access_control
@@ -124,7 +124,7 @@ def test_the_issues_policy_file_over_stdio_end_to_end(tree: Tree, policy_file: P
 
 
 def _configuration_line(log: str) -> str:
-    lines = [line for line in log.splitlines() if line.startswith("Configuration: ")]
+    lines = [said(line) for line in log.splitlines() if said(line).startswith("Configuration: ")]
     assert len(lines) == 1, log
     return lines[0]
 

@@ -37,7 +37,7 @@ from typing import Any
 import pytest
 from sidecar_helpers import unix_request
 
-from mcp_client import SERVER, server_env
+from mcp_client import SERVER, said, server_env
 from sandboxfs.cli.arguments import (
     EXIT_USAGE,
     FLAGS,
@@ -575,8 +575,8 @@ def _wait_for(process: subprocess.Popen[str], start: str) -> str:
     seen = []
     for line in process.stderr:
         seen.append(line)
-        if line.startswith(start):
-            return line.rstrip("\n")
+        if said(line).startswith(start):
+            return said(line)
     raise AssertionError(f"no line starting {start!r}:\n" + "".join(seen))
 
 

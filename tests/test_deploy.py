@@ -98,8 +98,9 @@ def _assert_sandboxfs_container(spec: dict[str, Any]) -> dict[str, str]:
     assert not (token_dir + "/").startswith(served + "/")  # not served
     volumes = {v["name"]: v for v in spec["volumes"]}
     assert volumes["sandboxfs-token"]["secret"]["secretName"] == "sandboxfs-token"
-    dockerfile = (ROOT / "Dockerfile").read_text()
-    assert f'--token-file", "{token_dir}/sandboxfs-token"' in dockerfile
+    # The image serves stdio by default: the sidecar's arguments are the container's.
+    assert _option(container["args"], "--http") == "0.0.0.0:8080"
+    assert _option(container["args"], "--token-file") == f"{token_dir}/sandboxfs-token"
     return mounts
 
 
@@ -237,8 +238,8 @@ def test_the_paths_agree_and_the_token_stays_out_of_reach() -> None:
     token_dir = mounts["sandboxfs"]["sandboxfs-token"]
     assert not (token_dir + "/").startswith(served + "/")  # not served
     assert "sandboxfs-token" not in mounts["agent"]  # the agent gets it as a variable
-    dockerfile = (ROOT / "Dockerfile").read_text()
-    assert f'--token-file", "{token_dir}/sandboxfs-token"' in dockerfile
+    args = containers["sandboxfs"]["args"]
+    assert _option(args, "--token-file") == f"{token_dir}/sandboxfs-token"
 
 
 def _limit_bytes(text: str) -> int:

@@ -1,7 +1,8 @@
 """The documentation runs as written.
 
 Every ``sh`` and ``python`` block of README.md, docs/ and fuzz/README.md is run,
-in order, in a scratch copy of the repository, unless the line right before its
+in order, in a scratch copy of the repository (what ``pipx`` installs goes there
+too, its command directory first on PATH), unless the line right before its
 fence says why not (``<!-- not run: REASON -->``).  A block marked
 ``<!-- run: in the background ... -->`` starts a server that stays up while the
 blocks after it run.  Python blocks run with the scratch copy's ``.venv`` (the one
@@ -111,8 +112,25 @@ def _wait_served(process: subprocess.Popen[str], block: Block) -> None:
     raise AssertionError(f"{block.where}: the background server never started")
 
 
-def _run_in_order(document: Path, scratch: Path) -> None:
+def _user_environment(scratch: Path) -> dict[str, str]:
+    """The environment of a newcomer with pipx: what pipx installs goes into the
+    scratch copy (its ``~/.local/bin`` first on PATH), never onto this machine."""
     environment = {k: v for k, v in os.environ.items() if not k.startswith("SANDBOXFS_")}
+    environment.pop("VIRTUAL_ENV", None)
+    tools = scratch / ".tools"
+    tools.mkdir(exist_ok=True)
+    pipx = Path(sys.executable).parent / "pipx"  # the test extra's
+    if pipx.exists() and not (tools / "pipx").exists():
+        (tools / "pipx").symlink_to(pipx)
+    bin_dir = scratch / ".local" / "bin"
+    environment["PIPX_HOME"] = str(scratch / ".local" / "share" / "pipx")
+    environment["PIPX_BIN_DIR"] = str(bin_dir)
+    environment["PATH"] = os.pathsep.join([str(bin_dir), str(tools), environment.get("PATH", "")])
+    return environment
+
+
+def _run_in_order(document: Path, scratch: Path) -> None:
+    environment = _user_environment(scratch)
     background: list[subprocess.Popen[str]] = []
     try:
         for block in blocks(document):

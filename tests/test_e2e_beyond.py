@@ -8,7 +8,6 @@ import tracemalloc
 
 import pytest
 import trio
-import xattr
 
 from helpers import Tree, snapshot
 from mcp_client import ERAS, Era, run, session
@@ -281,7 +280,7 @@ def test_big_trees_are_listed_without_a_revision(tree: Tree) -> None:
 def test_richer_file_info(tree: Tree, era: Era) -> None:
     target = tree.root / "f.txt"
     target.write_text("data")
-    xattr.set(str(target), "user.origin", b"test")
+    os.setxattr(str(target), "user.origin", b"test")
     (tree.root / "in-link").symlink_to("f.txt")
     (tree.root / "out-link").symlink_to(tree.outside / "secret.txt")
     (tree.root / "out-missing").symlink_to(tree.outside / "missing-but-just-as-long")

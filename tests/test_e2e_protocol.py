@@ -64,7 +64,7 @@ def test_both_eras_serve_the_same_tools(tree: Tree) -> None:
                     assert None not in (a.read_only_hint, a.idempotent_hint, a.destructive_hint)
                     assert tool.input_schema["type"] == "object"
                     assert tool.title
-        assert names["2025"] == names["2026"] and len(names["2025"]) == 19
+        assert names["2025"] == names["2026"] and len(names["2025"]) == 20
 
     run(main)
 
@@ -90,6 +90,7 @@ def test_annotation_table_matches_the_contract(tree: Tree) -> None:
         "delete_file": (False, True, True),
         "grep_files": (True, True, False),
         "code_map": (True, True, False),
+        "apply_patch": (False, False, True),
     }
 
     async def main() -> None:
@@ -238,7 +239,7 @@ def test_options_anywhere_and_dash_dash(tree: Tree, tmp_path: Path) -> None:
         async with session(str(tree.root), "--read-only") as s:
             assert len((await s.client.list_tools()).tools) == 12
         async with session("--", str(named)) as s:  # a directory, not the flag
-            assert len((await s.client.list_tools()).tools) == 19
+            assert len((await s.client.list_tools()).tools) == 20
             listed = await s.text("list_allowed_directories")
             assert str(named) in listed
 

@@ -77,6 +77,7 @@ def populate(root: Path) -> None:
     (root / "w").mkdir()
     for name in ("edit.txt", "move.txt", "delete.txt", "append.txt"):
         (root / "w" / name).write_text("one\ntwo\n")
+    (root / "w" / "patched.txt").write_text("x\n")
 
 
 # Requests run concurrently: the mutations touch only w/, which nothing else reads.
@@ -115,6 +116,9 @@ CALLS = [
     tool(32, "append_file", path="w/append.txt", content="three\n"),
     tool(33, "copy_file", source="a.txt", destination="w/copy.txt"),
     tool(34, "code_map", path="sub", maxChars=512),
+    tool(
+        35, "apply_patch", patch="--- a/w/patched.txt\n+++ b/w/patched.txt\n@@ -1 +1 @@\n-x\n+y\n"
+    ),
 ]
 
 
@@ -132,6 +136,7 @@ def _check_calls(root: Path, answers: dict[Any, dict[str, Any]]) -> None:
     assert answers[17]["error"]["code"] == -32602  # an unknown tool, as the SDK answers it
     assert (root / "w" / "edit.txt").read_text() == "one\nTWO\n"
     assert (root / "w" / "append.txt").read_text() == "one\ntwo\nthree\n"
+    assert (root / "w" / "patched.txt").read_text() == "y\n"
     assert sorted(p.name for p in (root / "w").iterdir()) == [
         "append.txt",
         "copy.txt",
@@ -139,6 +144,7 @@ def _check_calls(root: Path, answers: dict[Any, dict[str, Any]]) -> None:
         "made",
         "moved.txt",
         "new.txt",
+        "patched.txt",
     ]
 
 

@@ -15,7 +15,7 @@ def test_smoke(tmp_path: Path, era: Era) -> None:
         async with session(str(tmp_path), era=era) as s:
             assert await s.text("read_text_file", path="a.txt") == "hello\n"
             tools = await s.client.list_tools()
-            assert len(tools.tools) == 19
+            assert len(tools.tools) == 20
             print(s.client.protocol_version)
 
     run(main)

@@ -24,6 +24,9 @@ from sandboxfs.core.allowlist import AllowList, Root
 from sandboxfs.core.errors import AccessDenied, SandboxError
 from sandboxfs.core.resolver import Resolver
 from sandboxfs.fs.files import OpenFile
+from sandboxfs.fs.journalstore import JournalStore
+from sandboxfs.fs.patches import FileChange
+from sandboxfs.fs.recording import Recording
 from sandboxfs.fs.sandbox import ENTRY, FOLLOW, Sandbox
 from sandboxfs.fs.walks import TreeWalk
 
@@ -338,3 +341,193 @@ def test_root_as_allowed_directory_still_refuses_magic_links(tree: Tree) -> None
             _read(sandbox, f"/proc/{os.getpid()}/root/etc/hostname")
     finally:
         os.close(fd)
+
+
+# -- the change journal ------------------------------------------------------------------
+#
+# The journal lies outside every allowed directory (beside the outside canaries) and
+# holds a canary as a kept object and in a record; what it held must stay exactly as it
+# was (an operation that legitimately changes something inside adds a record of its own).  Every operation, with the call journaled (so the capture code runs too), is
+# attacked through every name of it: absolute, relative, through symlinks of both kinds,
+# a chain, a link to its parent, the magic links of the descriptors the server holds.
+
+
+def _journal_tree(t: Tree) -> JournalStore:
+    journal = t.base / "journal"
+    journal.mkdir(exist_ok=True)
+    store = JournalStore(Root.open(str(journal)))
+    recording = Recording(store, tool="test")
+    recording.add(
+        {"op": "write", "path": "x", "root": "/x", "rel": ["x"], **recording.keep_bytes(CANARY)}
+    )
+    recording.finish()
+    t.journal_store = store  # type: ignore[attr-defined]
+    return store
+
+
+def _journal_object(t: Tree) -> str:
+    store = _journal_tree(t)
+    digest = next(iter(store.index()[0].objects))
+    return f"{store.path}/objects/{digest}"
+
+
+JOURNAL_CASES: dict[str, Setup] = {
+    "journal-absolute": lambda t: _journal_tree(t).path,
+    "journal-record-absolute": lambda t: _journal_tree(t).path + "/entries/000000000001.json",
+    "journal-object-absolute": _journal_object,
+    "journal-relative": lambda t: (_journal_tree(t), "../journal/entries")[1],
+    "journal-link-absolute": lambda t: (
+        (t.root / "j").symlink_to(_journal_tree(t).path),
+        "j/entries/000000000001.json",
+    )[1],
+    "journal-link-relative": lambda t: (
+        _journal_tree(t),
+        (t.root / "j").symlink_to("../journal"),
+        "j/lock",
+    )[2],
+    "journal-object-link": lambda t: ((t.root / "o").symlink_to(_journal_object(t)), "o")[1],
+    "journal-link-chain": lambda t: (
+        (t.root / "c2").symlink_to(_journal_object(t)),
+        (t.root / "c1").symlink_to("c2"),
+        "c1",
+    )[2],
+    "journal-parent-link": lambda t: (
+        _journal_tree(t),
+        (t.root / "up").symlink_to(".."),
+        "up/journal/sandboxfs-journal",
+    )[2],
+    "journal-magic-fd": lambda t: (
+        (t.root / "m").symlink_to(f"/proc/self/fd/{_journal_tree(t).root.fd}/entries"),
+        "m",
+    )[1],
+    "journal-magic-lock-fd": lambda t: (
+        (t.root / "m").symlink_to(f"/proc/self/fd/{_journal_tree(t)._lock_fd}"),
+        "m",
+    )[1],
+}
+
+
+def _journaled(tree: Tree) -> Sandbox:
+    store = getattr(tree, "journal_store", None) or _journal_tree(tree)
+    return tree.sandbox().recording(Recording(store, tool="attack"))
+
+
+def _untouched(tree: Tree) -> dict[str, object]:
+    """The outside and what the journal held before the attack."""
+    journal = snapshot(tree.base / "journal")
+    return {
+        "outside": snapshot(tree.outside),
+        "journal": {
+            k: v
+            for k, v in journal.items()
+            if (k != "entries" and "/0000000000" not in k) or k.endswith("01.json")
+        },
+    }
+
+
+@pytest.mark.parametrize(("operation", "index", "role"), TARGETS)
+@pytest.mark.parametrize("case", sorted(JOURNAL_CASES))
+def test_every_operation_refuses_the_journal(
+    tree: Tree, case: str, operation: str, index: int, role: str
+) -> None:
+    """The journal by every name, as the path itself: never read, changed or shown."""
+    path = JOURNAL_CASES[case](tree)
+    (tree.root / "inside.txt").write_bytes(b"inside")
+    sandbox = _journaled(tree)
+    before = _untouched(tree)
+    try:
+        result = _call(sandbox, operation, index, path)
+    except SandboxError as exc:
+        if role == FOLLOW:
+            _refused_cleanly(tree, path, exc)
+        assert str(tree.outside) not in str(exc).replace(path, "")
+    else:
+        assert role == ENTRY, f"{operation} followed {path!r} into the journal"
+        assert CANARY not in repr(result).encode()
+        assert str(tree.outside) not in repr(result)
+    finally:
+        sandbox.journal.finish()  # type: ignore[union-attr]
+    assert _untouched(tree) == before
+    for record in _records(tree):
+        for step in record["steps"]:
+            assert {step["root"], step.get("to", step)["root"]} == {str(tree.root)}
+
+
+@pytest.mark.parametrize(("operation", "index", "role"), TARGETS)
+@pytest.mark.parametrize("case", sorted(JOURNAL_CASES))
+def test_every_operation_refuses_the_journal_in_a_parent(
+    tree: Tree, case: str, operation: str, index: int, role: str
+) -> None:
+    """The journal by every name, as a directory on the way: refused."""
+    path = JOURNAL_CASES[case](tree).rstrip("/") + "/below"
+    (tree.root / "inside.txt").write_bytes(b"inside")
+    sandbox = _journaled(tree)
+    before = _untouched(tree)
+    with pytest.raises(SandboxError) as caught:
+        result = _call(sandbox, operation, index, path)
+        assert CANARY not in repr(result).encode()
+    sandbox.journal.finish()  # type: ignore[union-attr]
+    _refused_cleanly(tree, path, caught.value)
+    assert _untouched(tree) == before
+    assert [item.id for item in tree.journal_store.index()] == [1]  # type: ignore[attr-defined]
+
+
+def _records(tree: Tree) -> list[dict[str, Any]]:
+    """Every record the attack's operation added (their places must all be inside)."""
+    store: JournalStore = tree.journal_store  # type: ignore[attr-defined]
+    return [store.record(item.id) or {} for item in store.index() if item.id != 1]
+
+
+def test_the_journal_cases_cover_every_name_kind() -> None:
+    """Absolute, relative, symlinked (absolute, relative, chained, via a parent) and
+    magic-link names of the journal, its records, its objects and its lock."""
+    assert len(JOURNAL_CASES) >= 11
+
+
+# -- apply_changes: every file of a patch, in every role ------------------------------------
+#
+# The façade's apply_changes takes a list of files (so it is not an operation of the table
+# above): each escape case is the path of one file of a patch, in each role a file can have,
+# after a legitimate change to a file inside.  The attack claims the outside canary's very
+# bytes as what the file holds, so only the resolution stands in the way.  It must be refused
+# (or act only inside), leave the outside as it was, and, when refused, change nothing at all.
+
+PATCH_ROLES: dict[str, Callable[[str], FileChange]] = {
+    "modify": lambda p: FileChange(p, CANARY, b"pwned"),
+    "create": lambda p: FileChange(p, None, b"pwned"),
+    "delete": lambda p: FileChange(p, CANARY, None),
+    "move-source": lambda p: FileChange(p, CANARY, None, to="fresh"),
+    "move-destination": lambda p: FileChange("inside.txt", b"inside", None, to=p),
+    "move-destination-rewritten": lambda p: FileChange("inside.txt", b"inside", b"pwned", to=p),
+}
+
+
+@pytest.mark.parametrize("role", sorted(PATCH_ROLES))
+@pytest.mark.parametrize("below", [False, True])
+@pytest.mark.parametrize("case", sorted(CASES) + sorted(JOURNAL_CASES))
+def test_every_file_of_a_patch_refuses_escapes(
+    tree: Tree, case: str, below: bool, role: str
+) -> None:
+    path = {**CASES, **JOURNAL_CASES}[case](tree)
+    if below:
+        path = path.rstrip("/") + "/below"
+    (tree.root / "inside.txt").write_bytes(b"inside")
+    (tree.root / "first.txt").write_bytes(b"first")
+    sandbox = _journaled(tree)
+    before = _untouched(tree)
+    changes = [FileChange("first.txt", b"first", b"changed"), PATCH_ROLES[role](path)]
+    refused: SandboxError | None = None
+    try:
+        sandbox.apply_changes(changes)
+    except SandboxError as exc:
+        refused = exc
+        assert str(tree.outside) not in str(exc).replace(path, "")
+        assert (tree.root / "first.txt").read_bytes() == b"first"  # all or nothing
+    finally:
+        sandbox.journal.finish()  # type: ignore[union-attr]
+    if below or role == "modify":  # through the escape, or following it: always refused
+        assert isinstance(refused, AccessDenied), (case, role, refused)
+    assert _untouched(tree) == before
+    assert CANARY not in b"".join(
+        p.read_bytes() for p in tree.root.rglob("*") if p.is_file() and not p.is_symlink()
+    )

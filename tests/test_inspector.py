@@ -40,7 +40,7 @@ def _inspect(*args: str) -> dict[str, object]:
 def test_inspector_over_stdio(tmp_path: Path) -> None:
     (tmp_path / "hello.txt").write_text("hello inspector\n")
     listed = _inspect(*SERVER, str(tmp_path), "--method", "tools/list")
-    assert len(listed["tools"]) == 19  # type: ignore[arg-type]
+    assert len(listed["tools"]) == 20  # type: ignore[arg-type]
     called = _inspect(
         *SERVER,
         str(tmp_path),

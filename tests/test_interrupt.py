@@ -20,7 +20,7 @@ import pytest
 from sidecar_helpers import unix_request
 
 from helpers import Tree
-from mcp_client import SERVER, server_env
+from mcp_client import SERVER, said, server_env
 from sandboxfs.cli.arguments import EXIT_INTERRUPTED
 
 INTERRUPTED = "sandboxfs: interrupted"
@@ -45,7 +45,7 @@ def _until(process: subprocess.Popen[str], marker: str) -> str:
     for line in process.stderr:
         seen.append(line)
         if marker in line:
-            return line
+            return said(line)
     raise AssertionError(f"the server never said {marker!r}:\n" + "".join(seen))
 
 

@@ -22,13 +22,18 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def _in_confined_child(root: Path, check: Callable[[], Any], *, read_only: bool = False) -> str:
-    """Apply Landlock in a forked child, run ``check`` there, return its outcome."""
+def _in_confined_child(
+    root: Path, check: Callable[[], Any], *, read_only: bool = False, under_front: bool = False
+) -> str:
+    """Apply Landlock in a forked child, run ``check`` there, return its outcome
+    (``under_front``: on top of the tenants' front's layer, as a worker is)."""
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(read_end)
         try:
+            if under_front:
+                landlock.confine_network()
             landlock.confine([Root.open(str(root))], read_only=read_only)
             outcome = f"ok:{check()}"
         except OSError as exc:
@@ -72,6 +77,32 @@ def test_outside_reads_and_writes_fail_even_with_the_openat2_layer_bypassed(tree
     run(main)
     assert snapshot(tree.outside) == before
     assert (tree.root / "new.txt").read_text() == "fine"
+
+
+@pytest.mark.parametrize("under_front", [False, True])
+def test_a_file_moves_between_directories_inside_also_in_a_tenants_worker(
+    tree: Tree, under_front: bool
+) -> None:
+    """A rename into another directory is a reparenting, which a Landlock layer that
+    does not handle REFER denies: the front's network layer once made every tenant
+    worker's move_file fall back to a copy (EXDEV), and an apply_patch rename fail."""
+    (tree.root / "a").mkdir()
+    (tree.root / "b").mkdir()
+    (tree.root / "a" / "f").write_text("moved")
+
+    def move() -> str:
+        os.rename(tree.root / "a" / "f", tree.root / "b" / "f")
+        os.link(tree.root / "b" / "f", tree.root / "a" / "g")
+        return "moved"
+
+    assert _in_confined_child(tree.root, move, under_front=under_front) == "ok:moved"
+    assert (tree.root / "b" / "f").read_text() == "moved"
+    assert (
+        _in_confined_child(
+            tree.outside, lambda: Path("/etc/hostname").read_text(), under_front=under_front
+        )
+        == "errno:EACCES"
+    )
 
 
 def test_read_only_rights_refuse_writes_inside(tree: Tree) -> None:

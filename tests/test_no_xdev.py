@@ -84,6 +84,18 @@ CALLS: dict[str, list[dict[str, Any]]] = {
     ],
     "get_file_info": [{"path": "leaf.txt"}, {"path": "bind"}, {"path": f"bind/{MOUNTED_NAME}"}],
     "delete_file": [{"path": "leaf.txt"}, {"path": f"bind/{MOUNTED_NAME}"}],
+    "apply_patch": [
+        {"files": [{"path": "leaf.txt", "content": "pwned"}]},
+        {
+            "files": [
+                {"path": "plain.txt", "content": "x"},
+                {"path": "bind/new.txt", "content": "x"},
+            ]
+        },
+        {"files": [{"path": f"bind/{MOUNTED_NAME}", "delete": True}]},
+        {"files": [{"path": "plain.txt", "moveTo": "bind/moved.txt"}]},
+        {"patch": f"--- a/bind/{MOUNTED_NAME}\n+++ b/bind/{MOUNTED_NAME}\n@@ -1 +1 @@\n-x\n+y\n"},
+    ],
 }
 
 
@@ -110,12 +122,24 @@ def test_nothing_behind_a_mount_point_is_reached(mounts: Tree, tool: str) -> Non
         seen = _outcome(spec.handler, ctx, arguments)
         assert CANARY.decode().strip() not in seen, (arguments, seen)
         echoed = seen
-        for value in arguments.values():  # an error names the path as the client gave it
-            for given in value if isinstance(value, list) else [value]:
-                echoed = echoed.replace(str(given), "")
+        for given in _strings(arguments):  # an error names the path as the client gave it
+            echoed = echoed.replace(given, "")
         assert MOUNTED_NAME not in echoed, (arguments, seen)
         assert content_revision(CANARY) not in seen, (arguments, seen)  # not even its hash
     assert snapshot(mounts.outside) == before
+
+
+def _strings(value: Any) -> list[str]:
+    """Every string in arguments, nested ones too (apply_patch's files), longest first."""
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, list):
+        found = [s for item in value for s in _strings(item)]
+        return sorted(found, key=len, reverse=True)
+    text = str(value)
+    # A patch names its files on its --- and +++ lines (as the client gave them).
+    named = [line[6:] for line in text.split("\n") if line.startswith(("--- a/", "+++ b/"))]
+    return [text, *named]
 
 
 def test_a_listing_and_its_revision_do_not_see_behind_the_mounts(mounts: Tree) -> None:

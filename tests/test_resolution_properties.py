@@ -17,7 +17,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from sandboxfs.core.allowlist import AllowList, Root
@@ -164,6 +164,8 @@ def _followed_from_its_text(resolver: Resolver, link: Handle, model: Model, requ
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 @given(scenario(), st.booleans())
+# A link whose text ends in "/." names only a directory: it once led to the file "a".
+@example(spec=([("@R1/b", "link", "a/."), ("@R1/a", "file", "")], ["b"]), follow=False)
 def test_resolution_matches_the_model_and_never_escapes(
     spec: tuple[list[tuple[str, str, str]], list[str]], follow: bool
 ) -> None:

@@ -21,7 +21,6 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-import xattr
 
 import sandboxfs.fs.trees as trees_module
 from helpers import CANARY, Tree, run_as_nobody, snapshot
@@ -310,13 +309,13 @@ def test_replace_keeps_mode_and_xattrs_and_breaks_hard_links(tree: Tree, sandbox
     target = tree.root / "f.txt"
     target.write_bytes(b"old")
     target.chmod(0o640)
-    xattr.set(str(target), "user.origin", b"kept")
+    os.setxattr(str(target), "user.origin", b"kept")
     other_name = tree.outside / "hardlink"
     os.link(target, other_name)
     sandbox.replace_file("f.txt", b"new content")
     assert target.read_bytes() == b"new content"
     assert stat.S_IMODE(target.stat().st_mode) == 0o640
-    assert xattr.get(str(target), "user.origin") == b"kept"
+    assert os.getxattr(str(target), "user.origin") == b"kept"
     assert other_name.read_bytes() == b"old"  # the write never reached the other name
     assert target.stat().st_nlink == 1
     assert leftovers(tree.root) == []
@@ -618,8 +617,8 @@ def test_a_directory_revision_sees_a_change_four_levels_down_by_another_process(
 def test_a_description_says_what_stat_xattrs_and_revision_say(tree: Tree) -> None:
     (tree.root / "d").mkdir()
     (tree.root / "d" / "f.txt").write_text("f")
-    xattr.setxattr(str(tree.root / "d" / "f.txt"), "user.note", b"hello")
-    xattr.setxattr(str(tree.root / "d"), "user.dir", b"\xff")
+    os.setxattr(str(tree.root / "d" / "f.txt"), "user.note", b"hello")
+    os.setxattr(str(tree.root / "d"), "user.dir", b"\xff")
     os.mkfifo(tree.root / "pipe")
     (tree.root / "link").symlink_to("d/f.txt")
     (tree.root / "out").symlink_to(tree.outside / "secret.txt")
@@ -843,14 +842,14 @@ def test_copy_keeps_mode_mtime_xattrs_but_not_setuid(tree: Tree, sandbox: Sandbo
     src = tree.root / "src"
     src.write_bytes(b"payload" * 1000)
     src.chmod(0o4750)
-    xattr.set(str(src), "user.tag", b"v")
+    os.setxattr(str(src), "user.tag", b"v")
     os.utime(src, ns=(1_500_000_000_000_000_000, 1_600_000_000_123_456_789))
     sandbox.copy_file("src", "dst")
     dst = tree.root / "dst"
     assert dst.read_bytes() == b"payload" * 1000
     assert stat.S_IMODE(dst.stat().st_mode) == 0o750
     assert dst.stat().st_mtime_ns == 1_600_000_000_123_456_789
-    assert xattr.get(str(dst), "user.tag") == b"v"
+    assert os.getxattr(str(dst), "user.tag") == b"v"
     assert src.read_bytes() == b"payload" * 1000
 
 
@@ -934,3 +933,20 @@ def test_outside_snapshot_helper_detects_changes(tree: Tree) -> None:
     before = snapshot(tree.outside)
     (tree.outside / "secret.txt").write_bytes(b"changed")
     assert snapshot(tree.outside) != before
+
+
+@pytest.mark.parametrize("text", ["a/.", "a/", "d/.", "d/"])
+def test_a_link_that_names_only_a_directory_is_never_written_through_to_a_file(
+    tree: Tree, text: str
+) -> None:
+    """The kernel refuses to open "b" -> "a/." for writing (ENOTDIR for a file, EISDIR
+    for a directory); the component walk once dropped the "." and wrote the file a."""
+    (tree.root / "a").write_bytes(b"kept")
+    (tree.root / "d").mkdir()
+    (tree.root / "b").symlink_to(text)
+    sandbox = tree.sandbox()
+    with pytest.raises(SandboxError, match="ENOTDIR" if text.startswith("a") else "EISDIR"):
+        sandbox.replace_file(str(tree.root / "b"), b"new")
+    assert (tree.root / "a").read_bytes() == b"kept"
+    described = sandbox.describe(str(tree.root / "b"))
+    assert described.is_symlink and described.target_described == text.startswith("d")

@@ -51,7 +51,7 @@ def test_sdk_http_client_in_both_eras(
         async with http_client(url, era) as client:  # type: ignore[arg-type]
             assert client.protocol_version == ("2026-07-28" if era == "2026" else "2025-11-25")
             tools = (await client.list_tools()).tools
-            assert len(tools) == 19
+            assert len(tools) == 20
             result = await client.call_tool("read_text_file", {"path": "a.txt"})
             assert result.content[0].text == "over http\n"  # type: ignore[union-attr]
             denied = await client.call_tool("read_text_file", {"path": "/etc/hostname"})

@@ -162,7 +162,17 @@ def front(tmp: Path, env: dict[str, str] | None = None, *extra: str) -> Iterator
     log = tmp / "front.log"
     with log.open("wb") as errlog:
         process = subprocess.Popen(
-            [*SERVER, "--tenants", str(tenants_file), "--http", f"127.0.0.1:{port}", *extra],
+            # The operator's text: these tests read the front's log as a person would.
+            [
+                *SERVER,
+                "--tenants",
+                str(tenants_file),
+                "--http",
+                f"127.0.0.1:{port}",
+                "--log-format",
+                "text",
+                *extra,
+            ],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=errlog,
@@ -249,8 +259,10 @@ def test_a_tenants_own_audit_log(shared: Front) -> None:
     lines = [json.loads(line) for line in (f.a.parent / "b-audit.jsonl").read_text().splitlines()]
     assert {"path": str(f.b / "b.txt")} in [line["paths"] for line in lines]
     assert {"path": str(f.a / "only-a.txt")} not in [line["paths"] for line in lines]
-    assert re.search(r'^tenant a: \{"time".*"tool": "get_file_info"', f.log_text(), re.M)
-    assert not re.search(r'^tenant b: \{"time"', f.log_text(), re.M)
+    # a's audit lines reach the front's stderr (JSON, with their tenant); b's go to its file.
+    relayed = r'^\{"time": "[^"]*", "log": "audit", "tenant": "%s", .*"tool": "get_file_info"'
+    assert re.search(relayed % "a", f.log_text(), re.M)
+    assert not re.search(relayed % "b", f.log_text(), re.M)
 
 
 @pytest.mark.parametrize(
@@ -410,7 +422,7 @@ def test_a_front_on_a_unix_socket(tmp_path: Path) -> None:
     log = tmp_path / "front.log"
     with log.open("wb") as errlog:
         process = subprocess.Popen(
-            [*SERVER, "--tenants", str(tenants_file), "--unix", path],
+            [*SERVER, "--tenants", str(tenants_file), "--unix", path, "--log-format", "text"],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=errlog,
@@ -451,7 +463,15 @@ def test_a_worker_that_cannot_start_is_given_up_until_a_reload_adds_tenants(
     log = tmp_path / "front.log"
     with log.open("wb") as errlog:
         process = subprocess.Popen(
-            [*SERVER, "--tenants", str(tenants_file), "--http", f"127.0.0.1:{port}"],
+            [
+                *SERVER,
+                "--tenants",
+                str(tenants_file),
+                "--http",
+                f"127.0.0.1:{port}",
+                "--log-format",
+                "text",
+            ],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=errlog,
@@ -689,6 +709,15 @@ GOOD = {"name": "a", "token_sha256": "0" * 64, "directories": ["/srv/a"]}
         ({"tenant": [{**GOOD, "name": "../x"}]}, "'name' must be"),
         ({"tenant": [{**GOOD, "directories": "/srv/a"}]}, "'directories' must be a list"),
         ({"tenant": [{**GOOD, "read_only": "yes"}]}, "'read_only' must be true or false"),
+        (
+            {
+                "tenant": [
+                    {**GOOD, "journal": "/var/j"},
+                    {**GOOD, "name": "b", "token_sha256": "1" * 64, "journal": "/var/j/"},
+                ]
+            },
+            "same journal as tenant 'a'",
+        ),
         ({}, "no [[tenant]] table"),
     ],
 )
@@ -712,6 +741,8 @@ def test_a_tenants_entry_becomes_the_workers_options(tmp_path: Path) -> None:
                 "workspaces": "/srv/ws",
                 "read_only": True,
                 "audit_log": "/var/log/a.jsonl",
+                "journal": "/var/lib/j/a",
+                "ask": ["*.cfg"],
             }
         )
     )
@@ -720,6 +751,7 @@ def test_a_tenants_entry_becomes_the_workers_options(tmp_path: Path) -> None:
         "--read-only",
         *("--hide", "*.pem", "--protect", ".git", "--preset", "secrets"),
         *("--policy", "/etc/p.toml", "--workspaces", "/srv/ws", "--audit-log", "/var/log/a.jsonl"),
+        *("--journal", "/var/lib/j/a", "--ask", "*.cfg"),
         *("--", "/srv/a", "/srv/b:ro"),
     ]
     assert load_tenants(str(path)).authenticate("") is None
@@ -782,3 +814,60 @@ def test_a_roots_trick_through_the_front_does_not_reach_b(shared: Front) -> None
 
     run(main)
     assert roots.asked == 0
+
+
+def test_each_tenant_has_its_own_journal(tmp_path: Path) -> None:
+    """A tenant's changes are recorded in its journal alone, by its own worker; the
+    front opens none of them."""
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    tenants_file = tmp_path / "tenants.toml"
+    tenants_file.write_text(
+        tenants_toml(
+            {
+                "name": "a",
+                "token_sha256": hash_token(TOKEN_A),
+                "directories": [str(a)],
+                "journal": str(tmp_path / "journal-a"),
+            },
+            {
+                "name": "b",
+                "token_sha256": hash_token(TOKEN_B),
+                "directories": [str(b)],
+                "journal": str(tmp_path / "journal-b"),
+            },
+        )
+    )
+    port = free_port()
+    log = tmp_path / "front.log"
+    with log.open("wb") as errlog:
+        process = subprocess.Popen(
+            [*SERVER, "--tenants", str(tenants_file), "--http", f"127.0.0.1:{port}"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=errlog,
+            env=server_env(),
+        )
+    try:
+        wait_healthy(port, process, log)
+        f = Front(process, port, log, tenants_file, a, b)
+        _wait(lambda: all(f.ready_pids(n) for n in "ab"))
+        status, data = f.call(TOKEN_A, "write_file", path="a.txt", content="by a\n")
+        assert status == 200 and b'"result"' in data, (data, f.log_text())
+        status, data = f.call(TOKEN_A, "list_changes")
+        assert b'"result"' in data, (data, f.log_text())
+        assert "a.txt" in f.text(TOKEN_A, "list_changes")
+        assert f.text(TOKEN_B, "list_changes") == "No changes recorded."
+        status, data = f.call(TOKEN_A, "undo_changes")
+        assert b'"result"' in data, (data, f.log_text())
+        assert not (a / "a.txt").exists()
+        assert len(os.listdir(tmp_path / "journal-a" / "entries")) == 2
+        assert os.listdir(tmp_path / "journal-b" / "entries") == []
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()

@@ -114,7 +114,16 @@ def started(
 
 def _front_argv(tmp_path: Path, port: int, *extra: str) -> list[str]:
     tenants_file = tmp_path / "tenants.toml"
-    return [*SERVER, "--tenants", str(tenants_file), "--http", f"127.0.0.1:{port}", *extra]
+    return [
+        *SERVER,
+        "--tenants",
+        str(tenants_file),
+        "--http",
+        f"127.0.0.1:{port}",
+        "--log-format",
+        "text",
+        *extra,
+    ]
 
 
 def _rundir(f: Front) -> str:

@@ -9,28 +9,51 @@
 * Conditional writes from many clients of one multi-process server lose no update.
 * SIGTERM stops them all (status 0, one "stopped" line), Ctrl-C too (status 130,
   one line), and a replica whose parent is killed stops on its own.
+* /metrics shows the whole server: whichever replica answers a scrape sums every
+  replica's counts (a replica that does not answer is left out after a bounded wait,
+  and the answer says how many were read).
+* Their log lines are written whole, one at a time: lines longer than a pipe's
+  atomic write, from both replicas at once, each parse as one JSON line.
 """
 
 from __future__ import annotations
 
+import fcntl
+import http.client
+import json
 import os
 import signal
 import subprocess
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
+from typing import Any
 
+import pytest
 import trio
 from sidecar_helpers import TOKEN, Sidecar, free_port, wait_healthy
-from test_scale_out import CLIENTS, INITIALIZE, LEGACY, UPDATES, _client, _ok, _send, _tool
+from test_scale_out import (
+    CLIENTS,
+    INITIALIZE,
+    LEGACY,
+    UPDATES,
+    _client,
+    _modern,
+    _ok,
+    _send,
+    _tool,
+)
 
-from mcp_client import SERVER, server_env, wait_for
+from mcp_client import SERVER, said, server_env, wait_for
+
+parser = pytest.importorskip("prometheus_client.parser", reason="prometheus_client is needed")
 
 INTERRUPTED = "sandboxfs: interrupted"
 
 
 @contextmanager
-def workers(*args: str, tmp: Path, count: int = 2) -> Iterator[Sidecar]:
+def workers(*args: str, tmp: Path, count: int = 2, stderr: int | None = None) -> Iterator[Sidecar]:
     port = free_port()
     log = tmp / f"workers-{port}.log"
     with log.open("wb") as errlog:
@@ -38,7 +61,7 @@ def workers(*args: str, tmp: Path, count: int = 2) -> Iterator[Sidecar]:
             [*SERVER, "--http", f"127.0.0.1:{port}", "--workers", str(count), *args],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
-            stderr=errlog,
+            stderr=errlog if stderr is None else stderr,
             env=server_env({"SANDBOXFS_TOKEN": TOKEN}),
         )
     try:
@@ -156,7 +179,7 @@ def _stop(server: Sidecar, signum: signal.Signals) -> tuple[int, list[str]]:
     server.process.send_signal(signum)
     code = server.process.wait(timeout=60)
     assert not any(_alive(pid) for pid in found)
-    return code, server.log.read_text().splitlines()[before:]
+    return code, [said(line) for line in server.log.read_text().splitlines()[before:]]
 
 
 def test_sigterm_stops_every_worker_with_one_line(tmp_path: Path) -> None:
@@ -190,3 +213,127 @@ def test_workers_stop_when_their_parent_is_killed(tmp_path: Path) -> None:
             await wait_for(lambda: not any(_alive(pid) for pid in found))
 
         trio.run(gone)
+
+
+def _get(connection: http.client.HTTPConnection, path: str) -> tuple[int, str]:
+    connection.request("GET", path, headers={"Authorization": f"Bearer {TOKEN}"})
+    response = connection.getresponse()
+    return response.status, response.read().decode()
+
+
+def _calls(text: str, tool: str) -> tuple[float, float]:
+    """A scrape's count of ``tool``'s successful calls, and how many processes it sums."""
+    found = {}
+    for family in parser.text_string_to_metric_families(text):
+        for sample in family.samples:
+            found[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    calls = found[("sandboxfs_tool_calls_total", (("outcome", "ok"), ("tool", tool)))]
+    return calls, found[("sandboxfs_workers_read", ())]
+
+
+@contextmanager
+def _only(server: Sidecar, serving: int, stopped: int) -> Iterator[http.client.HTTPConnection]:
+    """A keep-alive connection accepted by the replica ``serving`` (the other one is
+    stopped until the connection has been answered once), for the body to use with
+    both replicas running."""
+    os.kill(stopped, signal.SIGSTOP)
+    connection = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
+    try:
+        assert _get(connection, "/healthz")[0] == 200  # accepted, by `serving` alone
+    finally:
+        os.kill(stopped, signal.SIGCONT)
+    try:
+        yield connection
+    finally:
+        connection.close()
+
+
+def test_metrics_of_the_workers_count_the_calls_every_worker_answered(tmp_path: Path) -> None:
+    served = tmp_path / "served"
+    served.mkdir()
+    (served / "a.txt").write_text("hello\n")
+    with workers(str(served), tmp=tmp_path) as server:
+        first, second = replicas_of(server.process.pid)
+        answered = {first: 3, second: 2}
+        for pid, count in answered.items():
+            other = second if pid == first else first
+            with _only(server, pid, other) as connection:
+                for _ in range(count):
+                    connection.request("POST", "/mcp", body=_READ, headers=_HEADERS)
+                    response = connection.getresponse()
+                    assert response.status == 200
+                    _ok(json.loads(response.read()))
+        # Scraped through each replica in turn: each answers with both replicas' calls.
+        for pid, other in ((first, second), (second, first)):
+            with _only(server, pid, other) as connection:
+                status, text = _get(connection, "/metrics")
+            assert status == 200, text
+            assert _calls(text, "read_text_file") == (5, 2)
+        # A replica that cannot answer (stopped) is left out after a bounded wait.
+        with _only(server, first, second) as connection:
+            os.kill(second, signal.SIGSTOP)
+            try:
+                status, text = _get(connection, "/metrics")
+            finally:
+                os.kill(second, signal.SIGCONT)
+        assert status == 200 and _calls(text, "read_text_file") == (3, 1)
+
+
+_MESSAGE, _WIRE = _modern("read_text_file", {"path": "a.txt"})
+_READ = json.dumps(_MESSAGE).encode()
+_HEADERS = {
+    "Authorization": f"Bearer {TOKEN}",
+    "Content-Type": "application/json",
+    "Accept": "application/json",
+    **_WIRE,
+}
+
+
+def test_the_workers_log_lines_never_interleave(tmp_path: Path) -> None:
+    served = tmp_path / "served"
+    served.mkdir()
+    # Each call's audit line is longer than a pipe writes at once (4,096 bytes): two
+    # processes writing such lines to one pipe would cut into each other's.
+    long_path = "d/" * 2040 + "x.txt"
+    calls = 60
+    chunks: list[bytes] = []
+    with workers(
+        "--log-format", "json", str(served), tmp=tmp_path, stderr=subprocess.PIPE
+    ) as server:
+        assert server.process.stderr is not None
+        # One page: a line never fits whole, so a writer must wait for the reader
+        # part-way through it, and another process's write could then come between.
+        fcntl.fcntl(server.process.stderr.fileno(), _F_SETPIPE_SZ, 4096)
+        reader = threading.Thread(target=_drain, args=(server.process.stderr, chunks))
+        reader.start()
+
+        async def main() -> None:
+            async with trio.open_nursery() as nursery:
+                for _ in range(calls):
+                    nursery.start_soon(_long_call, server, long_path)
+
+        trio.run(main)
+        server.process.send_signal(signal.SIGTERM)
+        assert server.process.wait(timeout=60) == 0
+        reader.join(timeout=60)
+        server.process.stderr.close()
+    lines = b"".join(chunks).decode().splitlines()
+    records = [json.loads(line) for line in lines]  # every line whole
+    audited = [r for r in records if r["log"] == "audit"]
+    assert len(audited) == calls and all(len(json.dumps(r)) > 4096 for r in audited)
+    operator = [r["message"] for r in records if r["log"] == "operator"]
+    assert operator.count("sandboxfs stopped") == 1, operator  # the parent's, in JSON
+
+
+_F_SETPIPE_SZ = 1031
+
+
+def _drain(stream: Any, chunks: list[bytes]) -> None:
+    while chunk := stream.read1(1024):  # small reads: the pipe stays nearly full
+        chunks.append(chunk)
+
+
+async def _long_call(server: Sidecar, path: str) -> None:
+    message, _ = _modern("read_text_file", {"path": path})
+    body = json.dumps(message).encode()
+    await trio.to_thread.run_sync(server.request, "POST", "/mcp", body, _HEADERS)

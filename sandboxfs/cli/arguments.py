@@ -121,6 +121,19 @@ VALUE_OPTIONS: Final[dict[str, tuple[str, str, str, bool]]] = {
         "what goes to stderr: warning, info (the default) or debug",
         False,
     ),
+    "--log-format": (
+        "log_format",
+        "FORMAT",
+        "stderr lines as 'json' (one object a line) or 'text' [text on a terminal, else json]",
+        False,
+    ),
+    "--metrics": (
+        "metrics",
+        "HOST:PORT",
+        "also serve /metrics there, without a token (HTTP; /metrics is always served "
+        "behind the token)",
+        False,
+    ),
     "--hide": (
         "hide",
         "PATTERN",
@@ -141,6 +154,26 @@ VALUE_OPTIONS: Final[dict[str, tuple[str, str, str, bool]]] = {
         "serve each tenant of a TOML file its own directories, in its own process (HTTP)",
         False,
     ),
+    "--journal": (
+        "journal",
+        "DIR",
+        "record every change in DIR (outside the allowed directories): list_changes, "
+        "undo_changes, 'sandboxfs journal DIR'",
+        False,
+    ),
+    "--journal-max-bytes": (
+        "journal_max_bytes",
+        "N",
+        "most bytes the journal keeps; the oldest changes go first [1 GiB]",
+        False,
+    ),
+    "--journal-keep": ("journal_keep", "AGE", "drop changes older than AGE, e.g. 7d [30d]", False),
+    "--ask": (
+        "ask",
+        "PATTERN",
+        "a change to a matching path needs the user's yes (asked through MCP elicitation)",
+        True,
+    ),
     "--run-dir": (
         "run_dir",
         "DIR",
@@ -159,6 +192,10 @@ TENANT_OWN: Final = (
     "--workspaces",
     "--token-file",
     "--audit-log",
+    "--journal",
+    "--journal-max-bytes",
+    "--journal-keep",
+    "--ask",
 )
 
 #: The options that only mean something when serving HTTP.
@@ -171,8 +208,10 @@ HTTP_ONLY: Final = (
     "--allow-weak-tokens",
     "--send-timeout",
     "--workers",
+    "--metrics",
 )
 LOG_LEVELS: Final = ("warning", "info", "debug")
+LOG_FORMATS: Final = ("json", "text")
 
 #: Limit options: option -> Limits field.
 LIMIT_OPTIONS: Final[dict[str, str]] = {
@@ -241,6 +280,9 @@ class Arguments:
     workers: int | None = None
     audit_log: str = "-"
     log_level: str = "info"
+    #: None: text on a terminal, JSON otherwise (decided by the configuration).
+    log_format: str | None = None
+    metrics: str | None = None
     workspaces: str | None = None
     workspace_id: str | None = None
     hide: list[str] = field(default_factory=list)
@@ -249,6 +291,10 @@ class Arguments:
     policy_file: str | None = None
     tenants: str | None = None
     run_dir: str | None = None
+    journal: str | None = None
+    journal_max_bytes: str | None = None
+    journal_keep: str | None = None
+    ask: list[str] = field(default_factory=list)
     limits: Limits = field(default_factory=Limits)
     show_help: bool = False
     show_version: bool = False
@@ -317,12 +363,18 @@ def parse_arguments(argv: Sequence[str]) -> Arguments:
     if "" in args.directories:
         raise UsageError("an empty argument is no directory")
     args.limits = dataclasses.replace(Limits(), **limit_values)  # type: ignore[arg-type]
-    if args.http is not None:
-        try:
-            Endpoint.parse_tcp(args.http)
-        except ValueError as exc:
-            raise UsageError(str(exc)) from None
+    _check_endpoints(args)
     return args
+
+
+def _check_endpoints(args: Arguments) -> None:
+    """``--http`` and ``--metrics``: each a HOST:PORT (UsageError naming the option)."""
+    for option, text in (("--http", args.http), ("--metrics", args.metrics)):
+        if text is not None:
+            try:
+                Endpoint.parse_tcp(text, option)
+            except ValueError as exc:
+                raise UsageError(str(exc)) from None
 
 
 def _set_flag(args: Arguments, option: str) -> None:
@@ -355,6 +407,8 @@ def _set_value(
         return
     if option == "--log-level" and value not in LOG_LEVELS:
         raise UsageError(f"--log-level must be one of {', '.join(LOG_LEVELS)}, got {value!r}")
+    if option == "--log-format" and value not in LOG_FORMATS:
+        raise UsageError(f"--log-format must be one of {', '.join(LOG_FORMATS)}, got {value!r}")
     attribute, _, _, repeatable = VALUE_OPTIONS[option]
     if repeatable:
         getattr(args, attribute).append(value)
@@ -368,6 +422,7 @@ def help_text() -> str:
         "usage: sandboxfs [OPTIONS] [--] DIR[:ro|:rw]...",
         "       sandboxfs audit [--quick] [--sarif FILE] ... -- CMD ... {root}  (see audit --help)",
         "       sandboxfs workspaces BASE [--prune AGE]",
+        "       sandboxfs journal DIR [list|show ID|undo ...]   (see 'sandboxfs journal --help')",
         "       sandboxfs --tenants FILE --http HOST:PORT   (one worker process per tenant)",
         "       sandboxfs hash-token [TOKEN_FILE]           (a tenant's token_sha256)",
         "",

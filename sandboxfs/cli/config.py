@@ -36,7 +36,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Final, Literal, final
 
-from sandboxfs.cli import environment
+from sandboxfs.cli import changeoptions, environment
 from sandboxfs.cli.arguments import (
     EXIT_FAILED,
     EXIT_USAGE,
@@ -52,6 +52,7 @@ from sandboxfs.cli.policies import Directory, PolicyFile, Rules, combine, load_p
 from sandboxfs.core.names import quote_path
 from sandboxfs.core.pathnames import normalize_absolute
 from sandboxfs.core.policy import Policy, PolicyError
+from sandboxfs.fs.journalstore import DEFAULT_KEEP_SECONDS, DEFAULT_MAX_BYTES
 from sandboxfs.fs.limits import Limits
 from sandboxfs.fs.workspaces import WORKSPACE_ID_ENV
 from sandboxfs.transports.connections import SEND_TIMEOUT
@@ -63,6 +64,7 @@ Mode = Literal["stdio", "http", "unix"]
 #: directories, or name the directories served.
 RootsRule = Literal["unused", "confine", "replace"]
 LandlockRule = Literal["off", "try", "require"]
+LogFormat = Literal["json", "text"]
 
 
 @final
@@ -85,6 +87,11 @@ class Config:
     no_xdev: bool
     limits: Limits
     log_level: str = "info"
+    #: How stderr lines are written: "text" for people, "json" for machines
+    #: (--log-format; by default text on a terminal, JSON otherwise).
+    log_format: LogFormat = "json"
+    #: Where /metrics is also served without a token (--metrics), or None.
+    metrics: Endpoint | None = None
     audit_log: str = "-"
     token: str | None = None
     #: Where the token came from (for the log), or "" without one.
@@ -110,6 +117,14 @@ class Config:
     test_switches: tuple[str, ...] = ()
     #: The options given, as written.
     given: frozenset[str] = frozenset()
+    #: --policy FILE (its directories are above; its ``ask`` keys are read at startup).
+    policy_file: str | None = None
+    #: --journal DIR and its bounds (checked here; the directory is opened at startup).
+    journal: str | None = None
+    journal_max_bytes: int = DEFAULT_MAX_BYTES
+    journal_keep: float = DEFAULT_KEEP_SECONDS
+    #: --ask patterns (every directory).
+    ask: tuple[str, ...] = ()
 
     @property
     def serves_http(self) -> bool:
@@ -155,8 +170,9 @@ class Config:
         if self.tenants is not None:
             names = ", ".join(sorted(self.tenants.by_name))
             assert self.endpoint is not None
+            metrics = "" if self.metrics is None else f"metrics on {_metrics_url(self.metrics)}; "
             return (
-                f"Configuration: tenants front on {self.endpoint.describe()}: "
+                f"Configuration: tenants front on {self.endpoint.describe()}: {metrics}"
                 f"{len(self.tenants.by_name)} tenant(s) ({names}), each served by its own "
                 f"worker with its own directories and rules; {_landlock(self.landlock)}; "
                 f"{_seccomp(self.seccomp)}"
@@ -167,6 +183,8 @@ class Config:
             token = f"bearer token from {self.token_source}" if self.token else "no bearer token"
             parts = [f"HTTP on {self.endpoint.describe()} ({token})"]
             parts.append(f"{self.workers} server process{'es' if self.workers > 1 else ''}")
+            if self.metrics is not None:
+                parts.append(f"metrics on {_metrics_url(self.metrics)} (no token)")
         shown = [f"{quote_path(d.path)} ({d.policy.describe()})" for d in self.directories]
         parts.append("directories: " + (", ".join(shown) if shown else "none of its own"))
         if self.workspaces is not None:
@@ -180,6 +198,10 @@ class Config:
             parts.append(_landlock(self.landlock))
         parts.append(_seccomp(self.seccomp))
         return "Configuration: " + "; ".join(parts)
+
+
+def _metrics_url(endpoint: Endpoint) -> str:
+    return endpoint.describe().removesuffix("/mcp") + "/metrics"
 
 
 def _rules(policy: Policy) -> str:
@@ -215,8 +237,9 @@ def _seccomp(rule: LandlockRule) -> str:
     }[rule]
 
 
-def build(args: Arguments, environ: Mapping[str, str]) -> Config:
-    """Decide the whole configuration, or raise Refused."""
+def build(args: Arguments, environ: Mapping[str, str], *, terminal: bool = False) -> Config:
+    """Decide the whole configuration, or raise Refused.  ``terminal``: whether
+    stderr is a terminal (the log format's default)."""
     switches = environment.test_switches(environ)
     _check_modes(args)
     endpoint = args.endpoint
@@ -233,6 +256,8 @@ def build(args: Arguments, environ: Mapping[str, str]) -> Config:
         no_xdev=args.no_xdev,
         limits=args.limits,
         log_level=args.log_level,
+        log_format=_log_format(args.log_format, terminal=terminal),
+        metrics=None if args.metrics is None else Endpoint.parse_tcp(args.metrics, "--metrics"),
         audit_log=args.audit_log,
         allow_weak_tokens=args.allow_weak_tokens,
         allowed_hosts=tuple(args.allowed_hosts),
@@ -248,6 +273,7 @@ def build(args: Arguments, environ: Mapping[str, str]) -> Config:
         return _tenants(args, base, environ)
     config = _directories(args, base, environ)
     config = _workspaces(args, config, environ)
+    config = _changes(args, config, environ)
     config = replace(config, roots=_roots_rule(args, config))
     token, source = environment.token(args, config.endpoint, environ)
     return replace(config, token=token, token_source=source)
@@ -259,6 +285,12 @@ def available_cpus() -> int:
         return max(1, min(64, len(os.sched_getaffinity(0))))
     except OSError:
         return max(1, min(64, os.cpu_count() or 1))
+
+
+def _log_format(given: str | None, *, terminal: bool) -> LogFormat:
+    if given == "json" or (given is None and not terminal):
+        return "json"
+    return "text"
 
 
 def _check_modes(args: Arguments) -> None:
@@ -414,8 +446,10 @@ def _roots_rule(args: Arguments, config: Config) -> RootsRule:
     honour."""
     if args.serves_http:
         return "unused"
-    if config.workspaces is not None:
-        return "confine"  # a session's directory, the stores, the command line's
+    if config.workspaces is not None or config.journal is not None:
+        # A session's directory, the stores, the command line's; or beside a journal,
+        # which a client's root could otherwise name.
+        return "confine"
     if not config.directories:
         where = "command-line directories (or a --policy file's [[directory]])"
         if args.confine_roots:
@@ -430,3 +464,19 @@ def _roots_rule(args: Arguments, config: Config) -> RootsRule:
     if args.confine_roots or config.landlock != "off" or policed:
         return "confine"
     return "replace"
+
+
+def _changes(args: Arguments, config: Config, environ: Mapping[str, str]) -> Config:
+    """``--journal`` and ``--ask``, decided (see :mod:`sandboxfs.cli.changeoptions`)."""
+    decided = changeoptions.decide(
+        args, has_directories=bool(config.directories or config.workspaces)
+    )
+    journal = None if args.journal is None else expand(args.journal, environ)
+    return replace(
+        config,
+        policy_file=args.policy_file,
+        journal=journal,
+        journal_max_bytes=decided.max_bytes,
+        journal_keep=decided.keep_seconds,
+        ask=decided.ask,
+    )

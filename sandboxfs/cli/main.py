@@ -19,13 +19,15 @@ import signal
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Final, TextIO
+from functools import partial
+from typing import TYPE_CHECKING, Final
 
 import trio
 
 from sandboxfs import __version__
 from sandboxfs.binding.syscalls import Openat2Unavailable, probe_openat2, set_mmap_threshold
-from sandboxfs.cli import hardening
+from sandboxfs.cli import hardening, logformat
+from sandboxfs.cli.approvals import ask_rules
 from sandboxfs.cli.arguments import (
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -38,6 +40,9 @@ from sandboxfs.cli.arguments import (
 from sandboxfs.cli.cleanup import SocketCleanup, interrupts_held
 from sandboxfs.cli.config import Config, build
 from sandboxfs.cli.exits import INTERRUPTED
+from sandboxfs.cli.journal import SetupError as JournalSetupError
+from sandboxfs.cli.journal import setup as journal_setup
+from sandboxfs.cli.journal import stdio_session
 from sandboxfs.cli.policies import Directory
 from sandboxfs.cli.replicas import serve_http_replicas
 from sandboxfs.cli.startup import fail, listen_on
@@ -47,9 +52,12 @@ from sandboxfs.core import landlock
 from sandboxfs.core.allowlist import AllowList, Root, nest_policies
 from sandboxfs.core.mounts import MountTable
 from sandboxfs.core.watch import Stall
+from sandboxfs.fs.approval import AskRules
+from sandboxfs.fs.journals import Journals
 from sandboxfs.fs.workspaces import SessionLease
 from sandboxfs.session.access import AccessControl
-from sandboxfs.session.auditlog import AuditLog
+from sandboxfs.session.auditlog import AuditLog, Lines
+from sandboxfs.session.metrics import NO_METRICS, known_tools
 from sandboxfs.session.server import SandboxfsServer, ServerOptions
 from sandboxfs.session.workspaces import WorkspaceSessions
 from sandboxfs.tools.accounts import Accounts
@@ -60,6 +68,8 @@ from sandboxfs.transports.stdio import serve_stdio, take_stdio
 
 if TYPE_CHECKING:
     import socket
+
+    from sandboxfs.transports.metrics import ServerMetrics
 
 log = logging.getLogger("sandboxfs")
 
@@ -101,6 +111,10 @@ def _main(argv: Sequence[str]) -> int:  # noqa: PLR0911 - one per subcommand
         from sandboxfs.cli.workspaces import main as workspaces  # noqa: PLC0415
 
         return workspaces(argv[1:])
+    if argv[:1] == ["journal"]:
+        from sandboxfs.cli.journal import main as journal  # noqa: PLC0415
+
+        return journal(argv[1:])
     if argv[:1] == ["hash-token"]:
         from sandboxfs.cli.hashtoken import main as hash_token  # noqa: PLC0415
 
@@ -117,20 +131,14 @@ def _main(argv: Sequence[str]) -> int:  # noqa: PLR0911 - one per subcommand
         print(f"sandboxfs {__version__}")
         return EXIT_OK
     try:
-        config = build(args, os.environ)
+        config = build(args, os.environ, terminal=logformat.stderr_is_terminal())
     except Refused as exc:
         hint = "\nsee 'sandboxfs --help'" if exc.status == EXIT_USAGE else ""
         print(f"sandboxfs: error: {exc}{hint}", file=sys.stderr)
         return exc.status
-    _configure_logging(config.log_level)
+    # The libraries' info lines speak of their internals: quiet unless at debug.
+    logformat.configure(config.log_level, config.log_format, quiet=_LIBRARY_LOGGERS)
     return serve(config)
-
-
-def _configure_logging(level: str) -> None:
-    logging.basicConfig(level=level.upper(), format="%(message)s", stream=sys.stderr)
-    if level != "debug":
-        for name in _LIBRARY_LOGGERS:  # their info lines speak of their internals
-            logging.getLogger(name).setLevel(logging.WARNING)
 
 
 def serve(config: Config) -> int:
@@ -158,7 +166,7 @@ def serve(config: Config) -> int:
     # Everything that needs the filesystem or the network outside the allowed
     # directories happens before Landlock: the wire, the audit log, user names.
     sidecar = _sidecar_options(config)
-    listener = cleanup = None
+    listener = cleanup = metrics_listener = None
     try:
         if sidecar is not None:
             with interrupts_held():  # a socket is made only with what removes it
@@ -167,8 +175,11 @@ def serve(config: Config) -> int:
                     cleanup = SocketCleanup(endpoint.unix, confined=config.landlock != "off")
             sidecar = replace(sidecar, endpoint=endpoint)  # with the port it really got
             config = replace(config, endpoint=endpoint)
+            if config.metrics is not None:
+                metrics_listener, metrics_endpoint = listen_on(config.metrics)
+                config = replace(config, metrics=metrics_endpoint)
         log.info("%s", config.describe())
-        return _serve(config, roots, sidecar, listener, pools)
+        return _serve(config, roots, sidecar, (listener, metrics_listener), pools)
     finally:
         if cleanup is not None:
             cleanup.finish()
@@ -178,10 +189,12 @@ def _serve(
     config: Config,
     roots: list[Root],
     sidecar: SidecarOptions | None,
-    listener: socket.socket | None,
+    listeners: tuple[socket.socket | None, socket.socket | None],
     pools: list[ParserPool],
 ) -> int:
+    listener, metrics_listener = listeners
     wire = take_stdio() if sidecar is None else None
+    metrics = None if sidecar is None else server_metrics()
     audit = AuditLog(_open_audit_log(config.audit_log))
     accounts = Accounts.load()
     workspaces, lease = _open_workspaces(config, roots)
@@ -189,9 +202,11 @@ def _serve(
     # Read before Landlock (it is in /proc); a test stall needs every call watched.
     # One per server process (--workers): a change notice is read once per open file.
     tables = [MountTable.open() if stall is None else None for _ in pools]
+    journals = _open_journal(config, roots, workspaces)
+    ask = _ask_rules(config, roots)  # (the policy file is read before Landlock)
     # Landlock covers BASE as a whole (sessions appear after it is applied).
     confined = roots if workspaces is None else [workspaces.base.root, *roots]
-    landlocked = _apply_landlock(confined, config)
+    landlocked = _apply_landlock(confined, config, journals.root if journals else None)
     hardening.confine_server(config, listener)  # seccomp: the third layer
     access = access_control(config, roots, landlocked=landlocked)
     if workspaces is not None:
@@ -212,21 +227,40 @@ def _serve(
         audit=audit,
         workspaces=workspaces,
         mounts=tables[0],
+        metrics=NO_METRICS if metrics is None else metrics,
+        journals=journals,
+        ask=ask,
     )
     server = SandboxfsServer(options, access)
     for note in server.local_directories(access.current)[1]:
         log.info("%s", note)
     if sidecar is not None and listener is not None:
         if len(pools) > 1:
-            return serve_http_replicas(server, listener, sidecar, pools=pools, tables=tables)
-        stopped_by = trio.run(serve_http, server, listener, sidecar)
+            return serve_http_replicas(
+                server,
+                (listener, metrics_listener),
+                sidecar,
+                pools=pools,
+                tables=tables,
+                metrics=metrics,
+            )
+        serving = partial(serve_http, metrics=metrics, metrics_listener=metrics_listener)
+        stopped_by = trio.run(serving, server, listener, sidecar)
         if stopped_by == signal.SIGINT:  # drained like SIGTERM, but Ctrl-C says so
             return _interrupted()
         return EXIT_OK
     assert wire is not None
+    server.session_label = stdio_session(lease)
     log.info("sandboxfs %s serving MCP on stdio", __version__)
     code: int = trio.run(lambda: serve_stdio(server, wire, max_line=config.limits.line_bytes))
     return code
+
+
+def server_metrics() -> ServerMetrics:
+    """The metrics of an HTTP server (prometheus_client is imported only for HTTP)."""
+    from sandboxfs.transports.metrics import ServerMetrics  # noqa: PLC0415
+
+    return ServerMetrics(known_tools())
 
 
 def access_control(config: Config, roots: list[Root], *, landlocked: bool) -> AccessControl:
@@ -241,6 +275,25 @@ def access_control(config: Config, roots: list[Root], *, landlocked: bool) -> Ac
         policy_notes=tuple(config.policy_notes()),
         roots_policy=config.roots_policy,
     )
+
+
+def _ask_rules(config: Config, roots: list[Root]) -> AskRules | None:
+    """``--ask`` and the policy file's ``ask``: the changes that need the user's yes
+    (the patterns were checked with the configuration)."""
+    try:
+        return ask_rules(config, roots)
+    except OSError as exc:
+        fail(f"cannot read --policy {config.policy_file}: {exc.strerror}")
+
+
+def _open_journal(
+    config: Config, roots: list[Root], workspaces: WorkspaceSessions | None
+) -> Journals | None:
+    """``--journal DIR``: outside every allowed directory, made 0700 and opened."""
+    try:
+        return journal_setup(config, roots, workspaces.base.root if workspaces else None)
+    except JournalSetupError as exc:
+        fail(str(exc))
 
 
 def _open_workspaces(
@@ -297,11 +350,11 @@ def _open_roots(directories: Sequence[Directory]) -> list[Root]:
     return roots
 
 
-def _open_audit_log(target: str) -> TextIO | None:
+def _open_audit_log(target: str) -> Lines | None:
     if target == "off":
         return None
     if target == "-":
-        return sys.stderr
+        return logformat.WRITER  # whole lines, never inside an operator's line
     try:
         return open(target, "a", encoding="utf-8", buffering=1)  # kept open for the run
     except OSError as exc:
@@ -329,7 +382,7 @@ def _sidecar_options(config: Config) -> SidecarOptions | None:
     )
 
 
-def _apply_landlock(roots: list[Root], config: Config) -> bool:
+def _apply_landlock(roots: list[Root], config: Config, journal: Root | None = None) -> bool:
     """Confine the process with Landlock unless told not to; True if enforced."""
     if config.landlock == "off":
         log.warning("Warning: Landlock disabled (--no-landlock): only openat2 confines paths")
@@ -342,7 +395,8 @@ def _apply_landlock(roots: list[Root], config: Config) -> bool:
         return False
     required = config.landlock == "require"
     try:
-        status = landlock.confine(roots, read_only=config.read_only)  # per root: its policy
+        # Per root: its policy too; the journal is the one other place it may write.
+        status = landlock.confine(roots, read_only=config.read_only, journal=journal)
     except (OSError, RuntimeError) as exc:
         if required:
             fail(f"cannot apply Landlock: {exc}")

@@ -32,8 +32,9 @@ from typing import Any, Final, final
 from sandboxfs.core.policy import Policy, PolicyError
 
 _MODES: Final = {"ro": False, "rw": True}
-_TOP_KEYS: Final = frozenset({"preset", "hide", "protect", "directory"})
-_DIRECTORY_KEYS: Final = frozenset({"path", "mode", "preset", "hide", "protect"})
+#: (``ask`` is read by sandboxfs.cli.approvals: changes there need the user's yes.)
+_TOP_KEYS: Final = frozenset({"preset", "hide", "protect", "directory", "ask"})
+_DIRECTORY_KEYS: Final = frozenset({"path", "mode", "preset", "hide", "protect", "ask"})
 
 
 @final

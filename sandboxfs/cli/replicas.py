@@ -32,16 +32,22 @@ import socket
 import sys
 import types
 from collections.abc import Callable, Sequence
-from typing import Final
+from functools import partial
+from typing import TYPE_CHECKING, Final
 
 import trio
 
+from sandboxfs.cli import logformat
 from sandboxfs.cli.exits import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, INTERRUPTED
+from sandboxfs.cli.metricsrelay import MetricsRelay
 from sandboxfs.core.mounts import MountTable
 from sandboxfs.session.server import SandboxfsServer
 from sandboxfs.tools import parsepool
 from sandboxfs.tools.parsepool import ParserPool
 from sandboxfs.transports.sidecar import Replica, SidecarOptions, serve_http
+
+if TYPE_CHECKING:
+    from sandboxfs.transports.metrics import ServerMetrics
 
 log = logging.getLogger("sandboxfs")
 
@@ -55,30 +61,45 @@ def serve_replicas(
     announce: Callable[[], None],
     forked: Callable[[], None] = lambda: None,
     grace: float = 10.0,
+    relay_metrics: bool = False,
 ) -> int:
     """Fork ``count`` replicas, each running ``serve_one(index, replica)`` (its exit
     status); wait for them all and return the server's exit status.  ``announce``
     says that the server serves (once every replica is ready); ``forked`` lets the
-    parent drop what only the replicas need (the listening socket) once they have it."""
+    parent drop what only the replicas need (the listening socket) once they have it.
+    ``relay_metrics``: each replica gets a socket to the parent, which relays the
+    replicas' metrics between them (sandboxfs.cli.metricsrelay)."""
     parent_end, child_end = os.pipe2(os.O_CLOEXEC)  # ends when the parent is gone
     ready_read, ready_write = os.pipe2(os.O_CLOEXEC)
+    pairs = [socket.socketpair() for _ in range(count)] if relay_metrics else []
+    logformat.WRITER.share_with_forks()  # the replicas' lines and the parent's, one at a time
     held = signal.pthread_sigmask(signal.SIG_BLOCK, set(_STOPPING))
     children: dict[int, int] = {}
     try:
         for index in range(count):
             pid = os.fork()
             if pid == 0:  # a replica: never returns
-                ends = Replica(ready_write, child_end)
-                _replica(index, serve_one, ends, (parent_end, ready_read))
+                mine = pairs[index][1].fileno() if pairs else None
+                ends = Replica(ready_write, child_end, mine)
+                others = [end.fileno() for pair in pairs for end in pair]
+                others = [fd for fd in others if fd != mine]
+                _replica(index, serve_one, ends, (parent_end, ready_read, *others))
             children[pid] = index
     except OSError as exc:
         log.error("sandboxfs: error: cannot start server process %d: %s", len(children) + 1, exc)
         _stop(children, signal.SIGTERM)
         signal.pthread_sigmask(signal.SIG_SETMASK, held)
         _reap(children)
+        for pair in pairs:
+            for end in pair:
+                end.close()
         return EXIT_FAILED
     for fd in (child_end, ready_write):
         os.close(fd)
+    for _, theirs in pairs:
+        theirs.close()
+    if pairs:  # started while SIGTERM and SIGINT are held: they interrupt the main thread
+        MetricsRelay({index: pair[0] for index, pair in enumerate(pairs)}).start()
     forked()
     return _supervise(children, ready_read, parent_end, held, announce=announce, grace=grace)
 
@@ -198,15 +219,19 @@ def _reap(children: dict[int, int]) -> None:
 
 def serve_http_replicas(
     server: SandboxfsServer,
-    listener: socket.socket,
+    listeners: tuple[socket.socket, socket.socket | None],
     options: SidecarOptions,
     *,
     pools: Sequence[ParserPool],
     tables: Sequence[MountTable | None],
+    metrics: ServerMetrics | None = None,
 ) -> int:
     """``server`` served over HTTP by ``len(pools)`` replicas: replica i parses with
     ``pools[i]`` and reads the mount table from ``tables[i]`` (a descriptor of its own:
-    the kernel's change notice and the read offset belong to an open file)."""
+    the kernel's change notice and the read offset belong to an open file).  Every
+    replica accepts from both listeners (the MCP port, and ``--metrics``'s if any);
+    with ``metrics``, a scrape of any replica shows the sums of all of them."""
+    listener, metrics_listener = listeners
 
     def serve_one(index: int, replica: Replica) -> int:
         for other, pool in enumerate(pools):
@@ -217,19 +242,26 @@ def serve_http_replicas(
                 table.close()
         parsepool.install(pools[index])
         server.options = dataclasses.replace(server.options, mounts=tables[index])
-        stopped_by = trio.run(serve_http, server, listener, options, replica)
+        serving = partial(serve_http, metrics=metrics, metrics_listener=metrics_listener)
+        stopped_by = trio.run(serving, server, listener, options, replica)
         return EXIT_INTERRUPTED if stopped_by == signal.SIGINT else EXIT_OK
 
     def announce() -> None:
         log.info("sandboxfs serving MCP on %s", options.endpoint.describe())
+
+    def forked() -> None:
+        for held in listeners:
+            if held is not None:
+                held.close()
 
     try:
         return serve_replicas(
             len(pools),
             serve_one,
             announce=announce,
-            forked=listener.close,
+            forked=forked,
             grace=options.grace_seconds,
+            relay_metrics=metrics is not None,
         )
     finally:
         for pool in pools:

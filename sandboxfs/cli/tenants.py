@@ -13,12 +13,13 @@ import logging
 import signal
 import sys
 from dataclasses import replace
+from functools import partial
 
 import trio
 
 from sandboxfs import __version__
-from sandboxfs.cli import hardening
-from sandboxfs.cli.config import Config
+from sandboxfs.cli import hardening, logformat
+from sandboxfs.cli.config import Config, LogFormat
 from sandboxfs.cli.exits import EXIT_INTERRUPTED, EXIT_OK, INTERRUPTED
 from sandboxfs.cli.startup import fail, listen_on
 from sandboxfs.core import landlock
@@ -39,7 +40,12 @@ def serve_tenants(config: Config) -> int:
         fail(str(exc))
     try:
         listener, endpoint = listen_on(config.endpoint)
-        log.info("%s", replace(config, endpoint=endpoint).describe())
+        config = replace(config, endpoint=endpoint)
+        metrics_listener = None
+        if config.metrics is not None:
+            metrics_listener, metrics_endpoint = listen_on(config.metrics)
+            config = replace(config, metrics=metrics_endpoint)
+        log.info("%s", config.describe())
         sidecar = SidecarOptions(
             endpoint=endpoint,
             token=None,  # each tenant's, from the tenants file
@@ -53,20 +59,28 @@ def serve_tenants(config: Config) -> int:
         settings = WorkerSettings(
             rundir=rundir,
             log_level=config.log_level,
-            options=config.worker_options,
+            # Workers write JSON, which the front relays in its own format.
+            options=(*config.worker_options, "--log-format=json"),
             grace_seconds=config.shutdown_grace,
+            relay=partial(_relay, log_format=config.log_format),
         )
         log.info("sandboxfs %s: tenants front; workers' sockets in %s", __version__, rundir)
         _confine_front(config)
         hardening.confine_front(config, listener)
         path = config.tenants_file or ""
-        stopped_by = trio.run(serve_front, listener, sidecar, path, config.tenants, settings)
+        serving = partial(serve_front, metrics_listener=metrics_listener)
+        stopped_by = trio.run(serving, listener, sidecar, path, config.tenants, settings)
     finally:  # (serve_front removed it already, unless it never ran)
         remove_rundir(rundir)
     if stopped_by == signal.SIGINT:  # drained like SIGTERM, but Ctrl-C says so
         print(INTERRUPTED, file=sys.stderr, flush=True)
         return EXIT_INTERRUPTED
     return EXIT_OK
+
+
+def _relay(tenant: str, line: bytes, *, log_format: LogFormat) -> None:
+    """A line of a tenant's worker on the front's stderr, whole (see logformat)."""
+    logformat.WRITER.write_line(logformat.relayed(line, tenant, log_format))
 
 
 def _confine_front(config: Config) -> None:

@@ -36,6 +36,12 @@ class AccessDenied(SandboxError):
     default_code = "EACCES"
 
 
+class PolicyDenied(AccessDenied):
+    """The operator's rules refuse it: a policy (hidden, protected, read-only
+    directory) or ``--no-xdev``.  Same code and words as any AccessDenied; the class
+    only lets the metrics count refusals by reason."""
+
+
 class PermissionDenied(SandboxError):
     """The operating system refused the operation (file permissions, read-only mount)."""
 
@@ -170,10 +176,10 @@ def from_oserror(exc: OSError, path: str, *, no_xdev: bool = False) -> SandboxEr
     """
     number = exc.errno or errno.EIO
     if isinstance(exc, PolicyRefusal):
-        return AccessDenied(f"Access denied - {exc.reason}: {path}", errno.errorcode[number])
+        return PolicyDenied(f"Access denied - {exc.reason}: {path}", errno.errorcode[number])
     if number == errno.EXDEV:
         if no_xdev:
-            return AccessDenied(f"Access denied - path crosses a mount point (--no-xdev): {path}")
+            return PolicyDenied(f"Access denied - path crosses a mount point (--no-xdev): {path}")
         return outside(path)
     name = errno.errorcode.get(number, "EIO")
     kind, text = _ERRNO_MAP.get(number, (SandboxError, ""))

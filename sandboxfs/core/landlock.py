@@ -132,6 +132,12 @@ def _add_roots(ruleset: int, abi: int, roots: Sequence[Root], *, read_only: bool
         syscalls.landlock_add_path_rule(ruleset, root_rights(abi, read_only=frozen), root.fd)
 
 
+def _add_journal(ruleset: int, abi: int, journal: Root | None) -> None:
+    """The change journal (outside every allowed directory) may be read and written."""
+    if journal is not None:
+        syscalls.landlock_add_path_rule(ruleset, root_rights(abi, read_only=False), journal.fd)
+
+
 def _describe_roots(roots: Sequence[Root], *, read_only: bool) -> str:
     frozen = sum(1 for root in roots if read_only or not root.policy.writable)
     if frozen in (0, len(roots)):
@@ -145,11 +151,13 @@ def confine(
     read_only: bool,
     tcp_ports: Sequence[int] = (),
     socket_dirs: Sequence[str] = (),
+    journal: Root | None = None,
 ) -> LandlockStatus:
     """Restrict this process to ``roots`` (and Python's own files, read-only).
 
     ``tcp_ports`` may be bound (HTTP mode); ``socket_dirs`` may hold a new unix
-    socket.  Returns what was enforced; raises OSError if the kernel refused.
+    socket; ``journal`` (``--journal``, outside every root) may be read and written.
+    Returns what was enforced; raises OSError if the kernel refused.
     """
     abi = abi_version()
     if abi <= 0:
@@ -161,6 +169,7 @@ def confine(
     ruleset = syscalls.landlock_create_ruleset(handled_fs(abi), net, scoped)
     try:
         _add_roots(ruleset, abi, roots, read_only=read_only)
+        _add_journal(ruleset, abi, journal)
         for path in python_paths():
             fd = os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
             try:
@@ -181,6 +190,7 @@ def confine(
     finally:
         os.close(ruleset)
     parts = [_describe_roots(roots, read_only=read_only)]
+    parts += ["read-write beneath the change journal"] if journal is not None else []
     if net:
         parts.append(
             f"TCP bind only on port {', '.join(map(str, tcp_ports))}" if tcp_ports else "no TCP"
@@ -203,8 +213,16 @@ def confine_network() -> LandlockStatus:
     if not _only_thread():
         raise RuntimeError("Landlock must be applied before any thread starts")
     scoped = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if abi >= 6 else 0
-    ruleset = syscalls.landlock_create_ruleset(0, NET_BIND_TCP | NET_CONNECT_TCP, scoped)
+    # A layer that does not handle REFER denies every rename or link into another
+    # directory beneath it (the kernel's default since ABI 2): handled and granted on
+    # "/", this layer leaves them to the workers' own layers.
+    ruleset = syscalls.landlock_create_ruleset(REFER, NET_BIND_TCP | NET_CONNECT_TCP, scoped)
     try:
+        everywhere = os.open("/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            syscalls.landlock_add_path_rule(ruleset, REFER, everywhere)
+        finally:
+            os.close(everywhere)
         syscalls.set_no_new_privs()
         syscalls.landlock_restrict_self(ruleset)
     finally:

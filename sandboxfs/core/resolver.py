@@ -139,9 +139,13 @@ class Resolver:
         symlink is the handle's object itself."""
         return self.resolve_location(self.locate(path), path, follow=follow)
 
-    def resolve_location(self, loc: Location, path: str, *, follow: bool = True) -> Handle:
-        """An ``O_PATH`` handle of ``loc`` (``path`` names it in errors)."""
-        fd, opened = self._open(loc, os.O_PATH, path, follow=follow)
+    def resolve_location(
+        self, loc: Location, path: str, *, follow: bool = True, directory: bool = False
+    ) -> Handle:
+        """An ``O_PATH`` handle of ``loc`` (``path`` names it in errors); with
+        ``directory``, only a directory (else NotADirectory)."""
+        flags = os.O_PATH | (os.O_DIRECTORY if directory else 0)
+        fd, opened = self._open(loc, flags, path, follow=follow)
         return Handle(fd, opened, path, follow=follow, confinement=self.confinement)
 
     def directory_at(self, loc: Location, path: str) -> Directory:
@@ -186,8 +190,10 @@ class Resolver:
         followed).  The caller reads the text once and passes it: what it shows,
         the "stays inside" decision and the object returned all come from that
         one reading.  Raises AccessDenied if it leads outside, NotFound if it
-        dangles inside."""
-        return self.resolve_location(self._target(base, text, path), path, follow=True)
+        dangles inside, NotADirectory if the text can only name a directory (it
+        ends in ``/`` or ``/.``) and what it names is not one, as the kernel would."""
+        target = self._target(base, text, path)
+        return self.resolve_location(target, path, follow=True, directory=_names_a_directory(text))
 
     def follow_leaf(self, parent: ParentDir) -> ParentDir:
         """``parent`` itself if its leaf is not a symlink (or is missing); else the
@@ -211,6 +217,9 @@ class Resolver:
                 if hops > self.symlink_hops:
                     raise LimitExceeded(f"ELOOP: too many levels of symbolic links: {path}")
                 base = self.canonical_directory(parent.dir, path)
+                if _names_a_directory(text):  # nothing to write there, as the kernel says
+                    with self.directory_at(self._target(base, text, path), path):
+                        raise self.error(OSError(errno.EISDIR, "Is a directory"), path)
                 target = self.parent_at(self._target(base, text, path), path)
                 parent.close()
                 parent = target
@@ -357,3 +366,9 @@ class Resolver:
             if more and not link.is_dir:
                 raise NotADirectory(f"ENOTDIR: not a directory: {path}")
             return None
+
+
+def _names_a_directory(text: str) -> bool:
+    """Whether symlink text can name only a directory: it ends in ``/``, or its last
+    component is ``.`` or ``..`` (which the lexical form of the text drops)."""
+    return text.endswith("/") or text.rsplit("/", 1)[-1] in (".", "..")

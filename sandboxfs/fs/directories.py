@@ -12,6 +12,7 @@ import errno
 
 from sandboxfs.core.chokepoint import Directory, Location
 from sandboxfs.core.errors import AlreadyExists, Conflict, NotADirectory, NotFound, SandboxError
+from sandboxfs.fs import journaling
 from sandboxfs.fs.context import FsContext
 from sandboxfs.fs.files import revision_of_handle
 from sandboxfs.fs.outcome import Change
@@ -41,22 +42,29 @@ def make_dirs(ctx: FsContext, path: str, *, expected: str | None = None) -> Chan
     missing = loc.rel[depth:]
     try:
         directory.check_creatable(missing)
+        journaling.before_mkdirs(ctx, directory, missing, path)
     except OSError as exc:
         directory.close()
         raise ctx.resolver.error(exc, path) from None
+    except BaseException:
+        directory.close()
+        raise
     created = [0]
     try:
-        with _create_below(directory, missing, path, created, exclusive=expected == ABSENT) as last:
+        with _create_below(
+            ctx, directory, missing, path, created, exclusive=expected == ABSENT
+        ) as last:
             return Change(revision=_tree_revision_of(ctx, last, path), count=created[0])
     except (OSError, SandboxError) as exc:
         if not created[0]:
             raise
         failure = exc if isinstance(exc, SandboxError) else ctx.resolver.error(exc, path)
-        raise type(failure)(
+        message = (
             f"{failure.message} ({created[0]} of the {len(missing)} missing directories "
-            "were created before this failure)",
-            failure.code,
-        ) from None
+            "were created before this failure)"
+        )
+        journaling.stopped(ctx, message)
+        raise type(failure)(message, failure.code) from None
 
 
 def _existing_directory(
@@ -76,6 +84,7 @@ def _existing_directory(
 
 
 def _create_below(
+    ctx: FsContext,
     directory: Directory,
     missing: tuple[str, ...],
     path: str,
@@ -91,6 +100,7 @@ def _create_below(
             try:
                 directory.mkdir(name)
                 created[0] += 1
+                journaling.made_directory(ctx, directory, name, path)
             except FileExistsError:
                 if exclusive and depth == len(missing) - 1:
                     raise Conflict(

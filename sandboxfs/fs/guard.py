@@ -58,19 +58,28 @@ def guarded(
 
     Yields its ``lstat`` (None if absent).  With ``expected``, first checks under
     an exclusive lock on the entry (released after the block) that it still
-    matches; a mismatch raises Conflict and nothing changes.
+    matches; a mismatch raises Conflict and nothing changes.  With the change
+    journal or --ask on, the lock is held even without ``expected``.
     """
     path = parent.path
-    if expected is None:
+    if expected is None and ctx.journal is None and ctx.approval is None:
         yield parent.lstat()
         return
+    # With the change journal on, or --ask, every change holds the lock (an expectation of
+    # None checks nothing), so what the journal keeps, and what the user is shown, is
+    # what the change replaces.
     for _ in range(GUARD_ATTEMPTS):
         st = parent.lstat()
         if st is None:
-            _check(expected, ABSENT, path)
+            if expected is not None:
+                _check(expected, ABSENT, path)
             yield None
             return
+        if expected is None and not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+            yield st  # nothing to lock (a symlink, a special file): nothing is kept of it
+            return
         if stat.S_ISLNK(st.st_mode):
+            assert expected is not None
             try:
                 target = os.fsencode(parent.readlink())
             except OSError as exc:
@@ -89,7 +98,8 @@ def guarded(
                 opened = os.fstat(fd)
                 if now is None or not same_file(now, opened):
                     continue  # replaced while we waited for the lock: look again
-                _check_locked(ctx, parent, fd, opened, expected)
+                if expected is not None:
+                    _check_locked(ctx, parent, fd, opened, expected)
                 yield now
                 return
         finally:

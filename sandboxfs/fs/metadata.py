@@ -8,8 +8,6 @@ import os
 import stat
 from typing import Final
 
-import xattr
-
 log = logging.getLogger(__name__)
 
 #: Mode bits a written or copied file may carry: never setuid or setgid.
@@ -17,7 +15,7 @@ SAFE_MODE_BITS: Final = 0o1777
 
 #: Extended attributes never carried over: file capabilities are privileges,
 #: like setuid, and must not survive new content.
-_NEVER_COPIED: Final = frozenset({b"security.capability"})
+_NEVER_COPIED: Final = frozenset({"security.capability"})
 
 #: Errors that mean "this filesystem or process cannot hold that attribute".
 _SKIPPABLE: Final = frozenset({errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EACCES})
@@ -30,7 +28,7 @@ def copy_xattrs(src_fd: int, dst_fd: int) -> None:
     filesystem) are skipped and logged; any other failure raises OSError.
     """
     try:
-        names = xattr.list(src_fd)
+        names = os.listxattr(src_fd)
     except OSError as exc:
         if exc.errno in _SKIPPABLE:
             return
@@ -39,7 +37,7 @@ def copy_xattrs(src_fd: int, dst_fd: int) -> None:
         if name in _NEVER_COPIED:
             continue
         try:
-            xattr.set(dst_fd, name, xattr.get(src_fd, name))
+            os.setxattr(dst_fd, name, os.getxattr(src_fd, name))
         except OSError as exc:
             if exc.errno not in _SKIPPABLE:
                 raise
@@ -49,7 +47,7 @@ def copy_xattrs(src_fd: int, dst_fd: int) -> None:
 def read_xattrs(fd: int) -> dict[str, bytes]:
     """All extended attributes of ``fd`` that can be read, by name."""
     try:
-        names = xattr.list(fd)
+        names = os.listxattr(fd)
     except OSError as exc:
         if exc.errno in _SKIPPABLE:
             return {}
@@ -57,7 +55,7 @@ def read_xattrs(fd: int) -> dict[str, bytes]:
     result: dict[str, bytes] = {}
     for name in names:
         try:
-            result[os.fsdecode(name)] = xattr.get(fd, name)
+            result[name] = os.getxattr(fd, name)
         except OSError as exc:
             if exc.errno not in _SKIPPABLE and exc.errno != errno.ENODATA:
                 raise

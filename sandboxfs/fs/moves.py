@@ -27,6 +27,7 @@ from sandboxfs.core.errors import (
     SandboxError,
     Unsupported,
 )
+from sandboxfs.fs import journaling
 from sandboxfs.fs.context import FsContext
 from sandboxfs.fs.entries import read_entries, require_regular
 from sandboxfs.fs.files import cached_file_revision, revision_of_handle
@@ -68,6 +69,7 @@ def rename(
         resolver.parent(destination) as dst,
     ):
         _check_destination(dst, expected_destination)
+        places = journaling.before_move(ctx, src, dst)
         sync_fd = open_for_sync(dst.dir)
         try:
             src.rename_to(dst, syscalls.RENAME_NOREPLACE)
@@ -75,13 +77,17 @@ def rename(
             if sync_fd is not None:
                 os.close(sync_fd)
             if exc.errno == errno.EXDEV:
-                return _move_across(ctx, src, dst)
+                change = _move_across(ctx, src, dst)
+                journaling.moved(ctx, places, dst, change)
+                return change
             refused = _rename_refusal(exc, source, destination)
             if refused is None:
                 raise
             raise refused from None
         warning = sync_and_close(sync_fd)
-        return Change(revision=revision_at(ctx, dst), warning=warning)
+        change = Change(revision=revision_at(ctx, dst), warning=warning)
+        journaling.moved(ctx, places, dst, change)
+        return change
 
 
 def _rename_refusal(exc: OSError, source: str, destination: str) -> SandboxError | None:
@@ -208,7 +214,10 @@ def copy_file(
             with resolver.parent(destination) as dst:
                 if _check_destination(dst, expected_destination) is not None:
                     raise AlreadyExists(f"EEXIST: destination already exists: {destination}")
-                return copy_into(ctx, fd, src_stat, dst, progress)
+                journaling.before_copy(ctx, dst)
+                change = copy_into(ctx, fd, src_stat, dst, progress)
+                journaling.copied(ctx, dst, change)
+                return change
         finally:
             os.close(fd)
 
@@ -260,12 +269,17 @@ def remove(ctx: FsContext, path: str, *, recursive: bool, expected: str | None =
         if st is None:
             raise NotFound(f"ENOENT: no such file or directory: {path}")
         if not stat.S_ISDIR(st.st_mode):
+            before = journaling.before_remove(ctx, parent, st, recursive=False)
             parent.unlink()
+            journaling.removed(ctx, before)
             return Change(revision=ABSENT)
         removed = [0]
+        before = None
         try:
             if recursive:
                 parent.dir.check_tree_removable(parent.leaf)
+            before = journaling.before_remove(ctx, parent, st, recursive=recursive)
+            if recursive:
                 with parent.dir.child(parent.leaf, path) as directory:
                     _clear(ctx, directory, path, 1, removed)
             parent.rmdir()
@@ -275,19 +289,22 @@ def remove(ctx: FsContext, path: str, *, recursive: bool, expected: str | None =
                     f"ENOTEMPTY: directory not empty: {path}; set recursive to delete it "
                     "and everything below it"
                 ) from None
-            raise _partly(ctx.resolver.error(exc, path), removed[0]) from None
+            raise _partly(ctx, before, ctx.resolver.error(exc, path), removed[0]) from None
         except SandboxError as exc:
-            raise _partly(exc, removed[0]) from None
+            raise _partly(ctx, before, exc, removed[0]) from None
+        journaling.removed(ctx, before)
         return Change(revision=ABSENT, count=removed[0] + 1)
 
 
-def _partly(failure: SandboxError, removed: int) -> SandboxError:
+def _partly(
+    ctx: FsContext, before: journaling.Before | None, failure: SandboxError, removed: int
+) -> SandboxError:
     if not removed:
         return failure
-    return type(failure)(
-        f"{failure.message} ({removed} entries below it were removed before this failure)",
-        failure.code,
-    )
+    message = f"{failure.message} ({removed} entries below it were removed before this failure)"
+    journaling.removed(ctx, before)  # what is gone can be put back
+    journaling.stopped(ctx, message)
+    return type(failure)(message, failure.code)
 
 
 def _clear(ctx: FsContext, directory: Directory, path: str, depth: int, removed: list[int]) -> None:

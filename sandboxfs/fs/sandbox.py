@@ -25,23 +25,28 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any, Final, Literal, TypeVar, final
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar, final
 
 from sandboxfs.binding.syscalls import Statx
 from sandboxfs.core.errors import InvalidPath
 from sandboxfs.core.resolver import Resolver
 from sandboxfs.core.watch import Watch
 from sandboxfs.fs import describe as describing
-from sandboxfs.fs import directories, files, listings, moves, walks, writes
+from sandboxfs.fs import directories, files, listings, moves, patches, walks, writes
 from sandboxfs.fs.context import FsContext
 from sandboxfs.fs.describe import Description
 from sandboxfs.fs.files import OpenFile
 from sandboxfs.fs.limits import Limits
 from sandboxfs.fs.listings import Listing
 from sandboxfs.fs.outcome import Change
+from sandboxfs.fs.patches import FileChange
 from sandboxfs.fs.revisions import RevisionCache, SameBytes
 from sandboxfs.fs.staging import CopyProgress
 from sandboxfs.fs.walks import TreeWalk
+
+if TYPE_CHECKING:
+    from sandboxfs.fs.approval import Gate
+    from sandboxfs.fs.recording import Recording
 
 PathRole = Literal["follow", "entry"]
 #: The path is followed to what it leads to (inside only).
@@ -86,15 +91,28 @@ class Sandbox:
     __slots__ = ("ctx",)
 
     #: Public methods that take no client path (not operations in the escape sense).
-    NOT_OPERATIONS: Final = ("with_watch", "file_revision")
+    #: (apply_changes takes a list of files: tests/test_escapes.py attacks each of them.)
+    NOT_OPERATIONS: Final = (
+        "with_watch",
+        "file_revision",
+        "recording",
+        "journal",
+        "approval",
+        "gated",
+        "apply_changes",
+    )
 
     def __init__(
         self,
         resolver: Resolver,
         limits: Limits | None = None,
         revisions: RevisionCache | None = None,
+        journal: Recording | None = None,
+        approval: Gate | None = None,
     ) -> None:
-        self.ctx = FsContext(resolver, limits or Limits(), revisions or RevisionCache())
+        self.ctx = FsContext(
+            resolver, limits or Limits(), revisions or RevisionCache(), journal, approval
+        )
 
     @property
     def resolver(self) -> Resolver:
@@ -108,9 +126,28 @@ class Sandbox:
     def revisions(self) -> RevisionCache:
         return self.ctx.revisions
 
+    @property
+    def journal(self) -> Recording | None:
+        return self.ctx.journal
+
+    @property
+    def approval(self) -> Gate | None:
+        return self.ctx.approval
+
     def with_watch(self, watch: Watch) -> Sandbox:
         """A view of this sandbox whose blocking steps report to ``watch``."""
-        return Sandbox(self.resolver.with_watch(watch), self.limits, self.revisions)
+        resolver = self.resolver.with_watch(watch)
+        return Sandbox(resolver, self.limits, self.revisions, self.journal, self.approval)
+
+    def recording(self, journal: Recording | None) -> Sandbox:
+        """A view of this sandbox whose changes are captured in ``journal`` (a call's
+        record for the change journal; see :mod:`sandboxfs.fs.journaling`)."""
+        return Sandbox(self.resolver, self.limits, self.revisions, journal, self.approval)
+
+    def gated(self, approval: Gate | None) -> Sandbox:
+        """A view of this sandbox whose changes to chosen paths need ``approval``
+        (``--ask``; see :mod:`sandboxfs.fs.approval`)."""
+        return Sandbox(self.resolver, self.limits, self.revisions, self.journal, approval)
 
     # -- reading ---------------------------------------------------------------
 
@@ -179,10 +216,16 @@ class Sandbox:
 
     @operation(FOLLOW)
     def replace_file(
-        self, path: str, data: bytes, /, *, expected: str | SameBytes | None = None
+        self,
+        path: str,
+        data: bytes,
+        /,
+        *,
+        expected: str | SameBytes | None = None,
+        revision: Callable[[], str] | None = None,
     ) -> Change:
         """Write ``data`` to ``path`` atomically (see :func:`writes.replace_file`)."""
-        return writes.replace_file(self.ctx, path, data, expected=expected)
+        return writes.replace_file(self.ctx, path, data, expected=expected, revision=revision)
 
     @operation(FOLLOW)
     def append_file(self, path: str, data: bytes, /, *, expected: str | None = None) -> Change:
@@ -193,6 +236,14 @@ class Sandbox:
     def make_dirs(self, path: str, /, *, expected: str | None = None) -> Change:
         """Create ``path`` and any missing parents (see :func:`directories.make_dirs`)."""
         return directories.make_dirs(self.ctx, path, expected=expected)
+
+    def apply_changes(self, changes: list[FileChange]) -> int | None:
+        """Make the changes to several files all, or none (see :mod:`sandboxfs.fs.patches`);
+        the journal record's id, with a journal."""
+        try:
+            return patches.apply(self.ctx, changes)
+        except OSError as exc:
+            raise self.resolver.error(exc, changes[0].path if changes else ".") from None
 
     # -- moving, copying, removing -----------------------------------------------
 

@@ -35,6 +35,7 @@ from sandboxfs.core.errors import (
     Unsupported,
 )
 from sandboxfs.core.policy import PolicyRefusal
+from sandboxfs.fs import journaling
 from sandboxfs.fs.context import FsContext
 from sandboxfs.fs.entries import require_regular
 from sandboxfs.fs.files import cached_file_revision
@@ -58,13 +59,13 @@ def stage(
     staged = StagedFile(parent.dir, parent.leaf)
     try:
         fill(staged.fd)
-        st = os.fstat(staged.fd)
         try:
             warning = (
                 staged.publish_over(parent.leaf) if replace else staged.publish_new(parent.leaf)
             )
         except FileExistsError:
             raise AlreadyExists(f"EEXIST: destination already exists: {parent.path}") from None
+        st = os.fstat(staged.fd)  # as published (the rename changed its ctime)
         return Change(size=st.st_size, warning=warning), st
     finally:
         staged.close()
@@ -74,11 +75,19 @@ def create_file(ctx: FsContext, path: str, data: bytes) -> Change:
     """Create ``path`` with ``data``; fails if anything exists there already.  The
     file appears complete or not at all."""
     with ctx.resolver.parent(path) as parent:
-        return stage(parent, lambda fd: write_all(fd, data), replace=False)[0]
+        before = journaling.before_write(ctx, parent, None, None, data)
+        change, st = stage(parent, lambda fd: write_all(fd, data), replace=False)
+        journaling.wrote(ctx, before, st, len(data))
+        return change
 
 
 def replace_file(
-    ctx: FsContext, path: str, data: bytes, *, expected: str | SameBytes | None = None
+    ctx: FsContext,
+    path: str,
+    data: bytes,
+    *,
+    expected: str | SameBytes | None = None,
+    revision: Callable[[], str] | None = None,
 ) -> Change:
     """Write ``data`` to ``path`` atomically, creating it if missing.
 
@@ -86,18 +95,26 @@ def replace_file(
     permissions (never setuid/setgid), owner where permitted and extended
     attributes are kept.  With ``expected``, the file must still have that
     revision (``absent``: must not exist) or hold exactly those bytes, checked
-    under a lock; otherwise Conflict is raised and nothing changes.
+    under a lock; otherwise Conflict is raised and nothing changes.  ``revision``
+    gives ``data``'s revision if the caller computes it anyway (the journal then
+    does not hash it again).
     """
     resolver = ctx.resolver
     with (
         resolver.follow_leaf(resolver.parent(path)) as parent,
         guarded(ctx, parent, expected) as st,
     ):
+        before = journaling.before_write(ctx, parent, st, expected, data, revision=revision)
         if st is None:
-            try:  # with "absent" expected, it must still be absent when published
-                return stage(parent, lambda fd: write_all(fd, data), replace=expected is None)[0]
+            # With "absent" expected (or a journal, which kept nothing there), it must
+            # still be absent when published.
+            replace = expected is None and before is None
+            try:
+                change, new = stage(parent, lambda fd: write_all(fd, data), replace=replace)
             except AlreadyExists:
                 raise Conflict(f"Revision mismatch for {path}: it was created meanwhile") from None
+            journaling.wrote(ctx, before, new, len(data))
+            return change
         old_fd, old_stat = _open_existing_for_replace(parent)
         try:
 
@@ -106,9 +123,11 @@ def replace_file(
                 copy_xattrs(old_fd, fd)
                 write_all(fd, data)
 
-            return stage(parent, fill, replace=True)[0]
+            change, new = stage(parent, fill, replace=True)
         finally:
             os.close(old_fd)
+        journaling.wrote(ctx, before, new, len(data))
+        return change
 
 
 def _open_existing_for_replace(parent: ParentDir) -> tuple[int, os.stat_result]:
@@ -155,7 +174,8 @@ def append_file(ctx: FsContext, path: str, data: bytes, *, expected: str | None 
     ):
         if st is not None:
             require_regular(st, path)
-        exclusive = expected == ABSENT
+        before = journaling.before_append(ctx, parent, st)
+        exclusive = expected == ABSENT or (before is not None and st is None)
         for _ in range(GUARD_ATTEMPTS):
             sync_fd = open_for_sync(parent.dir) if st is None else None
             try:
@@ -177,7 +197,9 @@ def append_file(ctx: FsContext, path: str, data: bytes, *, expected: str | None 
                 os.close(fd)
                 if sync_fd is not None:
                     os.close(sync_fd)
-            return Change(revision=_revision_of_leaf(ctx, parent), size=size, warning=warning)
+            change = Change(revision=_revision_of_leaf(ctx, parent), size=size, warning=warning)
+            journaling.appended(ctx, before, change, created=st is None)
+            return change
         raise Conflict(f"{path} kept changing while it was being opened; try again")
 
 

@@ -1,9 +1,11 @@
 """The audit log: one JSON line per tool call, never file contents.
 
-Each line holds the time, the client's identity if known (its clientInfo name,
-and over HTTP the peer address), the protocol era and version, the tool, the
-paths as the client gave them, the outcome (and error code), the bytes
-returned, and the duration.
+Each line holds ``"log": "audit"`` (what tells it from the operator's lines on
+stderr), the time, the client's identity if known (its clientInfo name, and over
+HTTP the peer address), the protocol era and version, the tool, the paths as the
+client gave them, the outcome (and error code), the bytes returned, and the
+duration.  Lines are ASCII-only JSON: every control and non-ASCII character a
+client sent is written escaped (``\\uXXXX``), so none reaches a terminal raw.
 """
 
 from __future__ import annotations
@@ -11,13 +13,20 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Mapping
-from typing import Any, Final, TextIO, final
+from typing import Any, Final, Protocol, final
 
-#: Made once: json.dumps with options builds a new encoder on every call.
-_ENCODER: Final = json.JSONEncoder(ensure_ascii=False, default=str)
-#: For a record holding text UTF-8 cannot carry (a lone surrogate a client sent):
-#: escaped, so that writing it can never fail.
-_ASCII_ENCODER: Final = json.JSONEncoder(ensure_ascii=True, default=str)
+#: Made once: json.dumps with options builds a new encoder on every call.  ASCII-only:
+#: client text is escaped, and a lone surrogate a client sent can always be written.
+_ENCODER: Final = json.JSONEncoder(ensure_ascii=True, default=str)
+
+
+class Lines(Protocol):
+    """Where audit lines go: a text file, or stderr's line writer."""
+
+    def write(self, text: str, /) -> int: ...
+
+    def flush(self) -> None: ...
+
 
 #: The arguments that name paths; nothing else from a call is logged.
 PATH_ARGUMENTS: Final = ("path", "paths", "source", "destination", "focus")
@@ -50,7 +59,7 @@ def bounded(value: Any) -> Any:
 class AuditLog:
     """Writes audit lines to a text stream (stderr or a file opened at startup)."""
 
-    def __init__(self, stream: TextIO | None) -> None:
+    def __init__(self, stream: Lines | None) -> None:
         self.stream = stream
         self._second = -1
         self._second_text = ""
@@ -83,6 +92,7 @@ class AuditLog:
             return
         entry: dict[str, Any] = {
             "time": self._timestamp(),
+            "log": "audit",
             "event": "tool_call",
             "client": bounded(client),
             "peer": peer,
@@ -96,10 +106,5 @@ class AuditLog:
             "durationMs": round(seconds * 1000, 3),
         }
         line = _ENCODER.encode(entry)
-        if not line.isascii():
-            try:
-                line.encode("utf-8")
-            except UnicodeEncodeError:
-                line = _ASCII_ENCODER.encode(entry)
         self.stream.write(line + "\n")
         self.stream.flush()

@@ -23,6 +23,7 @@ from typing import Any, Final, final
 
 import trio
 
+from sandboxfs.session.approval import ASK_SECONDS, Answers, Asking
 from sandboxfs.session.core import Session
 from sandboxfs.session.effects import (
     Call,
@@ -57,12 +58,20 @@ class Driver:
         nursery: trio.Nursery,
         *,
         on_close: Callable[[int], None] | None = None,
+        answers: Answers | None = None,
+        can_ask: bool = True,
     ) -> None:
         self.session = session
         self.server = server
         self.send = send
         self.nursery = nursery
         self.on_close = on_close
+        #: Requests this server sent the client (--ask), waiting for their answers.
+        self.answers = answers if answers is not None else Answers()
+        #: Whether a request can reach the client at all (HTTP: only on a stream).
+        self.can_ask = can_ask
+        #: What the client said of elicitation at initialize (None: it did not say).
+        self.elicits: bool | None = None
         self._calls: dict[int, trio.CancelScope] = {}
         self._timers: list[trio.CancelScope] = []
         self._busy = 0
@@ -76,7 +85,36 @@ class Driver:
     # -- feeding -----------------------------------------------------------------------
 
     def receive(self, message: dict[str, Any]) -> None:
+        if "method" not in message and self.answers.resolve(message):
+            return  # the user's answer to a question of ours (--ask)
+        if message.get("method") == "initialize":
+            params = message.get("params")
+            caps = params.get("capabilities") if isinstance(params, dict) else None
+            self.elicits = isinstance(caps, dict) and isinstance(caps.get("elicitation"), dict)
         self.feed(self.session.receive(message))
+
+    def input_ended(self) -> None:
+        """End of input: questions to the client go unanswered (refused at once)."""
+        self.answers.give_up()
+        self.feed(self.session.input_ended())
+
+    async def elicit(self, params: dict[str, Any]) -> dict[str, Any] | None:
+        """Ask the client's user (``elicitation/create``); the response, or None when
+        none comes in time."""
+        ask, event, box = self.answers.new()
+        try:
+            self.send(
+                {"jsonrpc": "2.0", "id": ask, "method": "elicitation/create", "params": params}
+            )
+            with trio.move_on_after(ASK_SECONDS):
+                await event.wait()
+        finally:
+            self.answers.forget(ask)
+        return box[0] if box else None
+
+    def _asking(self, call: Call) -> Asking:
+        legacy = self.can_ask and self.elicits is not False
+        return Asking(self.elicit if legacy else None, self._token, call.params)
 
     def feed(self, effects: list[Effect]) -> None:
         """Carry out ``effects``, in order."""
@@ -160,6 +198,7 @@ class Driver:
                         self._progress(call.key, call.progress)
                         if call.progress is not None
                         else None,
+                        asking=self._asking(call),
                     )
                 else:
                     result = await self.server.read_resource(call.params["uri"])

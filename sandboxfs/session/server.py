@@ -29,13 +29,18 @@ from sandboxfs.core.names import has_lone_surrogate
 from sandboxfs.core.resolver import Resolver
 from sandboxfs.core.roots import roots_from_uris
 from sandboxfs.core.watch import NO_WATCH, Stall, Watch
+from sandboxfs.fs.approval import AskRules
+from sandboxfs.fs.journalobjects import JournalError
+from sandboxfs.fs.journals import Journals
 from sandboxfs.fs.limits import Limits
 from sandboxfs.fs.revisions import RevisionCache
 from sandboxfs.fs.sandbox import Sandbox
 from sandboxfs.session.access import AccessControl, Effective
+from sandboxfs.session.approval import ApprovalRequired, Asking, Sealer
 from sandboxfs.session.argcheck import compile_schema
 from sandboxfs.session.auditlog import PATH_ARGUMENTS, AuditLog
 from sandboxfs.session.blocking import BlockingRunner
+from sandboxfs.session.callchanges import call_gate, call_recording, journal_store
 from sandboxfs.session.core import SessionConfig
 from sandboxfs.session.effects import Caller
 from sandboxfs.session.jsonrpc import (
@@ -43,6 +48,14 @@ from sandboxfs.session.jsonrpc import (
     MODERN_VERSIONS,
     ProtocolError,
     clean_json_text,
+)
+from sandboxfs.session.metrics import (
+    NO_METRICS,
+    CallObserver,
+    Outcome,
+    known_tools,
+    refusal_reason,
+    tool_label,
 )
 from sandboxfs.session.resources import FILE_TEMPLATE, read_resource
 from sandboxfs.tools import CallContext, MediaBlock, ToolResult, ToolSpec, served_tools
@@ -258,6 +271,12 @@ class ServerOptions:
     #: The mount table that decides which calls run inline (None: every call that
     #: touches the filesystem runs in a worker thread).
     mounts: MountTable | None = None
+    #: Told of every call and refusal (the HTTP transports' /metrics).
+    metrics: CallObserver = NO_METRICS
+    #: ``--journal``: where every change is recorded.
+    journals: Journals | None = None
+    #: ``--ask``: the paths whose changes need the user's yes.
+    ask: AskRules | None = None
 
 
 @final
@@ -268,9 +287,13 @@ class SandboxfsServer:
         self.options = options
         self.access = access
         self.specs = served_tools(
-            read_only=options.read_only, workspaces=options.workspaces is not None
+            read_only=options.read_only,
+            workspaces=options.workspaces is not None,
+            journal=options.journals is not None,
         )
         self.by_name = {spec.name: spec for spec in self.specs}
+        #: Every tool sandboxfs has, served here or not (the metrics' tool labels).
+        self.tool_names = known_tools()
         self.schemas = {spec.name: spec.input_schema() for spec in self.specs}
         self.arguments_ok = {name: compile_schema(schema) for name, schema in self.schemas.items()}
         self.tool_definitions = [
@@ -295,6 +318,11 @@ class SandboxfsServer:
         #: Whether the allow-list last asked about is all local, what the notes say
         #: of it, and for which allow-list and mount table generation.
         self._inline_memo: tuple[object, int, bool, tuple[str, ...]] = (None, -1, False, ())
+        #: Seals the state of a 2026-07-28 call that asks the user (--ask).
+        self.sealer = Sealer()
+        #: What the journal calls this server's session when it has no workspace (stdio:
+        #: one per process), or None (HTTP: every request stands alone).
+        self.session_label: str | None = None
 
     def session_config(self, *, http: bool = False) -> SessionConfig:
         """What a session of this server knows of it."""
@@ -357,6 +385,7 @@ class SandboxfsServer:
             spec is None
             or not spec.quick
             or not isinstance(arguments, dict)
+            or self.options.journals is not None  # a journal's first use may block
             or (spec.touches_filesystem and not self.local_directories(self.access.current)[0])
         ):
             return None
@@ -374,8 +403,8 @@ class SandboxfsServer:
             return prepared
         try:
             result = prepared(NO_WATCH)
-        except SandboxError as exc:
-            return error_result(str(exc), exc.code)
+        except (SandboxError, JournalError) as exc:
+            return self._failed(spec, exc)
         return to_wire(result)
 
     async def bounded(self, fn: Callable[[Watch], T]) -> T:
@@ -411,14 +440,23 @@ class SandboxfsServer:
         arguments: dict[str, Any],
         caller: Caller,
         progress: Progress | None = None,
+        *,
+        asking: Asking | None = None,
     ) -> WireResult:
-        """One tool call, audited.  An unknown tool raises ProtocolError."""
+        """One tool call, audited.  An unknown tool raises ProtocolError.  ``asking``:
+        how the call may ask the user to approve a change (``--ask``)."""
         started = time.monotonic()
         spec = self.by_name.get(name)
         if spec is None:
             self._audit(name, arguments, caller, started, error="EINVAL")
+            if self.options.read_only and name in self.tool_names:
+                self.options.metrics.refused(name, "read_only")  # not served: --read-only
             raise ProtocolError(INVALID_PARAMS, f"Unknown tool: {name}")
-        result = await self._run_tool(spec, arguments, caller, progress)
+        try:
+            result = await self._run_tool(spec, arguments, caller, progress, asking)
+        except ApprovalRequired as required:  # 2026-07-28: the client asks, then retries
+            self._audit(name, arguments, caller, started, error=None)
+            return required.result
         self._audit_result(name, arguments, caller, started, result)
         return result
 
@@ -454,6 +492,9 @@ class SandboxfsServer:
         error: str | None,
         size: int = 0,
     ) -> None:
+        seconds = time.monotonic() - started
+        outcome: Outcome = "error" if error is not None else "ok"
+        self.options.metrics.called(tool_label(name, self.tool_names), outcome, seconds, size)
         self.options.audit.record(
             tool=name,
             arguments=arguments,
@@ -461,10 +502,10 @@ class SandboxfsServer:
             protocol=caller.protocol_version,
             client=caller.client,
             peer=caller.peer,
-            outcome="error" if error is not None else "ok",
+            outcome=outcome,
             code=error,
             size=size,
-            seconds=time.monotonic() - started,
+            seconds=seconds,
         )
 
     async def _run_tool(
@@ -473,8 +514,9 @@ class SandboxfsServer:
         arguments: dict[str, Any],
         caller: Caller,
         progress: Progress | None,
+        asking: Asking | None = None,
     ) -> WireResult:
-        prepared = self._prepare(spec, arguments, caller, progress=progress)
+        prepared = self._prepare(spec, arguments, caller, progress=progress, asking=asking)
         if isinstance(prepared, dict):
             return prepared
         try:
@@ -482,9 +524,19 @@ class SandboxfsServer:
                 result = await self.bounded(prepared)
             else:
                 result = prepared(NO_WATCH)
-        except SandboxError as exc:
-            return error_result(str(exc), exc.code)
+        except (SandboxError, JournalError) as exc:
+            return self._failed(spec, exc)
         return to_wire(result)
+
+    def _failed(self, spec: ToolSpec, exc: SandboxError | JournalError) -> WireResult:
+        """The answer of a call whose work raised ``exc`` (a refusal is counted)."""
+        if isinstance(exc, JournalError):
+            log.error("the change journal cannot be used: %s", exc)
+            return error_result(f"The change journal cannot be used: {exc}", "EIO")
+        reason = refusal_reason(exc)
+        if reason is not None:
+            self.options.metrics.refused(spec.name, reason)
+        return error_result(str(exc), exc.code)
 
     def _prepare(
         self,
@@ -494,6 +546,7 @@ class SandboxfsServer:
         *,
         progress: Progress | None = None,
         inline: bool = False,
+        asking: Asking | None = None,
     ) -> WireResult | Callable[[Watch], ToolResult]:
         """The work of one call, ready to run with a watch; or the error result that
         answers it without work (arguments refused, no allowed directory)."""
@@ -513,6 +566,7 @@ class SandboxfsServer:
                 if modern and self.access.cli.empty
                 else "Access denied - no allowed directories"
             )
+            self.options.metrics.refused(spec.name, "outside")
             return error_result(message, AccessDenied.default_code)
         sandbox = self.sandbox(effective, inline=inline)
         allowed = tuple(effective.allow.display())
@@ -521,10 +575,19 @@ class SandboxfsServer:
         notes += self.access.policy_notes  # what each directory's policy allows, in every era
         notes += self.local_directories(effective)[1]  # where calls run, per directory
         handler = spec.handler
+        gate = call_gate(self, spec, arguments, caller, asking)
 
         def work(watch: Watch) -> ToolResult:
+            extra: dict[str, Any] = {"progress": progress} if progress is not None else {}
+            journal = journal_store(self) if spec.touches_filesystem else None
+            recording = call_recording(self, journal, spec, arguments, caller)
+            viewed = sandbox if watch is NO_WATCH else sandbox.with_watch(watch)
+            if recording is not None:
+                viewed = viewed.recording(recording)
+            if gate is not None:
+                viewed = viewed.gated(gate)
             context = CallContext(
-                sandbox=sandbox if watch is NO_WATCH else sandbox.with_watch(watch),
+                sandbox=viewed,
                 limits=self.options.limits,
                 allowed=allowed,
                 notes=notes,
@@ -532,9 +595,14 @@ class SandboxfsServer:
                 accounts=self.options.accounts,
                 parses=self.parses,
                 workspace=self.access.workspace,
-                **({"progress": progress} if progress is not None else {}),
+                journal=journal,
+                **extra,
             )
-            return handler(context, **arguments)
+            try:
+                return handler(context, **arguments)
+            finally:
+                if recording is not None:
+                    recording.finish()  # a change made is recorded, even by a call that failed
 
         return work
 

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from sandboxfs.tools.codemap import CODE_MAP
 from sandboxfs.tools.grepping import GREP_FILES
+from sandboxfs.tools.journaltools import JOURNAL_TOOLS
 from sandboxfs.tools.listing import (
     GET_FILE_INFO,
     LIST_ALLOWED_DIRECTORIES,
     LIST_DIRECTORY,
     LIST_DIRECTORY_WITH_SIZES,
 )
+from sandboxfs.tools.patching import APPLY_PATCH
 from sandboxfs.tools.reading import (
     READ_FILE,
     READ_MEDIA_FILE,
@@ -69,13 +71,19 @@ TOOLS: tuple[ToolSpec, ...] = (
     DELETE_FILE,
     GREP_FILES,
     CODE_MAP,
+    APPLY_PATCH,
 )
 
 
-def served_tools(*, read_only: bool, workspaces: bool = False) -> tuple[ToolSpec, ...]:
-    """The tools to serve: all (with the store tools after them under ``--workspaces``),
-    or in read-only mode those annotated read-only."""
+def served_tools(
+    *, read_only: bool, workspaces: bool = False, journal: bool = False
+) -> tuple[ToolSpec, ...]:
+    """The tools to serve: all (with the store tools after them under ``--workspaces``,
+    and the journal's under ``--journal``), or in read-only mode those annotated
+    read-only."""
     tools = TOOLS + WORKSPACE_TOOLS if workspaces else TOOLS
+    if journal:
+        tools += JOURNAL_TOOLS
     return tuple(t for t in tools if t.annotations.read_only or not read_only)
 
 

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, final
 
+from sandboxfs.fs.journalstore import JournalStore
 from sandboxfs.fs.limits import Limits
 from sandboxfs.fs.sandbox import Sandbox
 from sandboxfs.fs.workspaces import Workspace
@@ -97,6 +98,8 @@ class CallContext:
     workspace: Workspace | None = None
     #: What files already parsed for code_map define and use (the server's cache).
     parses: ParseCache = field(default_factory=ParseCache)
+    #: This session's change journal (``--journal``), or None.
+    journal: JournalStore | None = None
 
     @property
     def wants_progress(self) -> bool:

@@ -50,10 +50,13 @@ def write_file(
     ctx: CallContext, /, path: str, content: str, *, expectedRevision: str | None = None
 ) -> ToolResult:
     data = encode_content(content, ctx)
-    change = ctx.sandbox.replace_file(path, data, expected=expectedRevision)
+    revision = content_revision(data)  # (the journal, if on, takes it from here)
+    change = ctx.sandbox.replace_file(
+        path, data, expected=expectedRevision, revision=lambda: revision
+    )
     return _done(
         f"Successfully wrote to {path}",
-        {"path": path, "size": len(data), "revision": content_revision(data)},
+        {"path": path, "size": len(data), "revision": revision},
         change,
     )
 
@@ -107,7 +110,9 @@ def edit_file(
     change = Change()
     if not dryRun:
         # Conditional on the bytes just read: a concurrent change is never overwritten.
-        change = ctx.sandbox.replace_file(path, after, expected=SameBytes(before))
+        change = ctx.sandbox.replace_file(
+            path, after, expected=SameBytes(before), revision=new_revision
+        )
     diff = unified_diff(before, after, path)
     revision = seen if new_revision is None else new_revision()
     return _done(

@@ -47,6 +47,7 @@ import h11
 import trio
 
 from sandboxfs.transports.connections import MAX_SEND_TIMEOUT
+from sandboxfs.transports.frontmetrics import FrontMetrics
 from sandboxfs.transports.httppolicy import NOSNIFF, HttpPolicy, misdirected
 from sandboxfs.transports.sidecar import (
     Gate,
@@ -102,6 +103,7 @@ class Front:
     tenants: Tenants
     workers: Workers
     policy: HttpPolicy
+    metrics: FrontMetrics | None = None
 
     def authenticate(self, presented: str) -> bool:
         return self.tenants.authenticate(presented) is not None
@@ -120,6 +122,8 @@ class Front:
             await _answer(send, *refused)
             return
         worker = self.workers.by_name.get(tenant.name)
+        if self.metrics is not None:
+            self.metrics.routed.labels(tenant=tenant.name).inc()
         if worker is None or not await worker.available(START_SECONDS):
             await _unavailable(send)
             return
@@ -354,6 +358,8 @@ async def serve_front(
     tenants_path: str,
     tenants: Tenants,
     settings: WorkerSettings,
+    *,
+    metrics_listener: socket.socket | None = None,
 ) -> signal.Signals | None:
     """Start every tenant's worker, serve until SIGTERM/SIGINT (re-reading the tenants
     file on SIGHUP), then drain, stop every worker and remove the run directory;
@@ -366,8 +372,11 @@ async def serve_front(
     try:
         async with trio.open_nursery() as nursery:
             workers = Workers(settings, nursery)
-            front = Front(tenants, workers, http_policy(options))
-            gate = Gate(front, None, check=front.authenticate, unready=workers.unserved)
+            metrics = FrontMetrics(workers)
+            front = Front(tenants, workers, http_policy(options), metrics)
+            gate = Gate(
+                front, None, check=front.authenticate, unready=workers.unserved, metrics=metrics
+            )
             reloads, reload_requests = trio.open_memory_channel[None](math.inf)
             with trio.open_signal_receiver(signal.SIGHUP) as hangups:
                 await workers.apply(tenants.by_name)
@@ -383,7 +392,9 @@ async def serve_front(
 
                 nursery.start_soon(watch_hangups)
                 nursery.start_soon(reload)
-                stopped_by = await serve_gate(gate, listener, options)
+                stopped_by = await serve_gate(
+                    gate, listener, options, metrics_listener=metrics_listener
+                )
                 # SIGTERM each, SIGKILL after the grace period; on Ctrl-C quietly.
                 await workers.stop(quiet=stopped_by == signal.SIGINT)
                 nursery.cancel_scope.cancel()

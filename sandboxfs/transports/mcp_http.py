@@ -34,6 +34,7 @@ from typing import Any, Final, final
 import trio
 
 from sandboxfs.core.errors import SandboxError
+from sandboxfs.session.approval import Answers
 from sandboxfs.session.core import Era, Session
 from sandboxfs.session.driver import Driver
 from sandboxfs.session.envelope import unsupported_version
@@ -177,6 +178,8 @@ class McpEndpoint:
         self.server = server
         self.policy = policy
         self.config = server.session_config(http=True)
+        #: Questions sent to clients on a call's stream (--ask), answered by a POST.
+        self.answers = Answers()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         exchange = _Exchange(scope, receive, send, _headers(scope))
@@ -269,6 +272,8 @@ class McpEndpoint:
             await _json(send, 400, error_message(None, INVALID_REQUEST, text))
             return
         if "method" not in message or "id" not in message:
+            if "method" not in message:
+                self.answers.resolve(message)  # a user's answer to a question of a call
             await _plain(send, 202)  # a notification or a response: nothing to answer
             return
         era, refusal = _era(exchange.headers, message)
@@ -379,11 +384,21 @@ class McpEndpoint:
 
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_watch_disconnect, exchange.receive, nursery.cancel_scope)
-            driver = Driver(session, server, outgoing.send_nowait, nursery)
+            takes_stream = exchange.takes[1] and not self.policy.json_only
+            driver = Driver(
+                session,
+                server,
+                outgoing.send_nowait,
+                nursery,
+                answers=self.answers,
+                can_ask=takes_stream,  # a question goes out on the call's stream
+            )
             driver.receive(message)
             started = False
             async for reply in incoming:
                 final = reply.get("id") == request_id and "method" not in reply
+                if not final and "id" in reply and "method" in reply:
+                    stream = True  # a question to the client (--ask): only a stream carries it
                 if not final and not stream:
                     continue  # progress nobody can be sent: JSON has one answer
                 status = _status(era, reply) if final else 200

@@ -35,7 +35,8 @@ import socket
 import stat
 from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Final, final
+from functools import partial
+from typing import TYPE_CHECKING, Any, Final, Protocol, final
 
 import trio
 
@@ -43,11 +44,15 @@ from sandboxfs.session.server import SandboxfsServer
 from sandboxfs.transports.connections import SEND_TIMEOUT, serve_connections
 from sandboxfs.transports.mcp_http import HttpPolicy, McpEndpoint
 
+if TYPE_CHECKING:
+    from sandboxfs.transports.metrics import HttpMetrics
+
 log = logging.getLogger("sandboxfs")
 
 #: The environment variable holding the bearer token, when no --token-file is given.
 TOKEN_ENV: Final = "SANDBOXFS_TOKEN"  # noqa: S105 - a variable name, not a secret
 MCP_PATH: Final = "/mcp"
+METRICS_PATH: Final = "/metrics"
 
 Scope = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
@@ -65,23 +70,23 @@ class Endpoint:
     unix: str | None = None
 
     @classmethod
-    def parse_tcp(cls, text: str) -> Endpoint:
+    def parse_tcp(cls, text: str, option: str = "--http") -> Endpoint:
         """``HOST:PORT``, ``[IPV6]:PORT`` or ``:PORT`` (loopback); port 0 picks a free
-        one.  Raises ValueError saying what is wrong."""
+        one.  Raises ValueError saying what is wrong (naming ``option``)."""
         host, sep, port = text.rpartition(":")
         if not sep or not port.isdigit():
-            raise ValueError(f"--http needs HOST:PORT, got {text!r}")
+            raise ValueError(f"{option} needs HOST:PORT, got {text!r}")
         if host.startswith("[") and host.endswith("]"):
             host = host[1:-1]
             try:
                 ipaddress.IPv6Address(host)
             except ValueError:
-                raise ValueError(f"--http: {host!r} is not an IPv6 address") from None
+                raise ValueError(f"{option}: {host!r} is not an IPv6 address") from None
         elif ":" in host:
-            raise ValueError(f"--http: put an IPv6 address in brackets, as in [{host}]:{port}")
+            raise ValueError(f"{option}: put an IPv6 address in brackets, as in [{host}]:{port}")
         number = int(port)
         if number > 65535:
-            raise ValueError(f"--http: port {number} is out of range (0 to 65535)")
+            raise ValueError(f"{option}: port {number} is out of range (0 to 65535)")
         return cls(host=host or "127.0.0.1", port=number)
 
     @property
@@ -163,6 +168,15 @@ async def _lifespan(receive: Receive, send: Send) -> None:
             return
 
 
+class Measured(Protocol):
+    """What a gate counts its traffic with and shows at ``/metrics``
+    (:mod:`sandboxfs.transports.metrics`)."""
+
+    http: HttpMetrics
+
+    async def exposition(self) -> bytes: ...
+
+
 @final
 @dataclass
 class Gate:
@@ -179,6 +193,8 @@ class Gate:
     check: Callable[[str], bool] | None = None
     #: What is configured but not served right now, in one line; None when all is.
     unready: Callable[[], str | None] | None = None
+    #: The metrics: traffic at /mcp counted, and shown at /metrics (behind the token).
+    metrics: Measured | None = None
     draining: bool = False
     in_flight: int = 0
     idle: trio.Event = field(default_factory=trio.Event)
@@ -199,6 +215,8 @@ class Gate:
             await self._probe(path, send)
             return
         if (self.token is not None or self.check is not None) and not self._authorized(scope):
+            if self.metrics is not None:
+                self.metrics.http.answered(401)
             await _plain(
                 send,
                 401,
@@ -206,12 +224,20 @@ class Gate:
                 [(b"www-authenticate", b'Bearer realm="sandboxfs"')],
             )
             return
+        if path == METRICS_PATH and self.metrics is not None:
+            from sandboxfs.transports.metrics import MetricsApp  # noqa: PLC0415
+
+            await MetricsApp(self.metrics.exposition)(scope, receive, send)
+            return
         if path != MCP_PATH:
             await _plain(send, 404, b"Not Found: MCP is served at /mcp\n")
             return
         self.in_flight += 1
         try:
-            await self.app(scope, receive, send)
+            if self.metrics is None:
+                await self.app(scope, receive, send)
+            else:
+                await self.metrics.http.measured(self.app, scope, receive, send)
         finally:
             self.in_flight -= 1
             if self.draining and self.in_flight == 0:
@@ -274,6 +300,9 @@ class Replica:
 
     ready: int
     parent: int
+    #: A socket to the parent, through which this process's metrics and the other
+    #: processes' are gathered for a scrape (sandboxfs.transports.replicametrics).
+    metrics: int | None = None
 
 
 @final
@@ -295,6 +324,9 @@ async def serve_http(
     listener: socket.socket,
     options: SidecarOptions,
     replica: Replica | None = None,
+    *,
+    metrics: Measured | None = None,
+    metrics_listener: socket.socket | None = None,
 ) -> signal.Signals | None:
     """Serve until SIGTERM or SIGINT, then drain calls in flight and return the
     signal that stopped it."""
@@ -302,8 +334,20 @@ async def serve_http(
         McpEndpoint(server, http_policy(options)),
         options.token,
         unready=lambda: unserved(server),
+        metrics=metrics,
     )
-    return await serve_gate(gate, listener, options, replica)
+    tasks: list[Callable[[], Awaitable[None]]] = []
+    if replica is not None and replica.metrics is not None and metrics is not None:
+        from sandboxfs.transports.metrics import ServerMetrics  # noqa: PLC0415
+        from sandboxfs.transports.replicametrics import ReplicaMetrics  # noqa: PLC0415
+
+        assert isinstance(metrics, ServerMetrics)  # (what serves /metrics of a server)
+        merged = ReplicaMetrics(metrics, replica.metrics)
+        gate.metrics = merged
+        tasks.append(merged.answer_parent)
+    return await serve_gate(
+        gate, listener, options, replica, metrics_listener=metrics_listener, tasks=tasks
+    )
 
 
 def unserved(server: SandboxfsServer) -> str | None:
@@ -332,9 +376,14 @@ async def serve_gate(
     listener: socket.socket,
     options: SidecarOptions,
     replica: Replica | None = None,
+    *,
+    metrics_listener: socket.socket | None = None,
+    tasks: Sequence[Callable[[], Awaitable[None]]] = (),
 ) -> signal.Signals | None:
     """Serve ``gate`` under Hypercorn until SIGTERM or SIGINT, then drain calls in
-    flight and return the signal that stopped it.
+    flight and return the signal that stopped it.  With ``metrics_listener`` (the
+    ``--metrics`` port), the gate's metrics are served there too, without a token;
+    ``tasks`` run beside the server until it stops.
 
     SIGTERM (a supervisor) is logged; SIGINT (Ctrl-C) is quiet unless calls are in
     flight, and a second signal ends the wait for them.
@@ -373,6 +422,21 @@ async def serve_gate(
 
     async with trio.open_nursery() as nursery:
         await nursery.start(watch_signals)
+        for task in tasks:
+            nursery.start_soon(task)
+        if metrics_listener is not None and gate.metrics is not None:
+            from sandboxfs.transports.metrics import MetricsApp  # noqa: PLC0415
+
+            nursery.start_soon(
+                partial(
+                    serve_connections,
+                    MetricsApp(gate.metrics.exposition),
+                    config,
+                    metrics_listener,
+                    send_timeout=options.send_timeout,
+                    stopping=stopping,
+                )
+            )
         # Said once SIGTERM and SIGINT are caught: the line is a true ready signal.
         if replica is None:
             log.info("sandboxfs serving MCP on %s", endpoint.describe())

@@ -232,7 +232,7 @@ async def serve_stdio(server: SandboxfsServer, wire: tuple[int, int], *, max_lin
                     _handle(line, driver, writer, max_line)
             for line in splitter.finish():
                 _handle(line, driver, writer, max_line)
-        driver.feed(session.input_ended())
+        driver.input_ended()
         with trio.move_on_after(EOF_DRAIN_TIMEOUT) as waited:
             await driver.idle()
         if waited.cancelled_caught:

@@ -13,6 +13,8 @@ TOML, read with :mod:`tomllib`::
     workspaces = "/srv/workspaces/alice" # optional, like --workspaces BASE
     read_only = false                    # optional, like --read-only
     audit_log = "/var/log/sandboxfs/alice.jsonl"  # optional, like --audit-log
+    journal = "/var/lib/sandboxfs/journal/alice"  # optional, like --journal (one per tenant)
+    ask = ["*.cfg"]                      # optional, like --ask
 
 A token is never stored, only its SHA-256; a presented token is hashed and
 compared against every tenant's hash in constant time (an empty one is never
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import os
 import re
 import tomllib
 from collections.abc import Mapping
@@ -52,6 +55,8 @@ _KEYS: Final = frozenset(
         "workspaces",
         "read_only",
         "audit_log",
+        "journal",
+        "ask",
     }
 )
 
@@ -87,6 +92,9 @@ class Tenant:
     workspaces: str | None = None
     read_only: bool = False
     audit_log: str | None = None
+    #: The tenant's own change journal (``--journal``): never shared with another tenant.
+    journal: str | None = None
+    ask: tuple[str, ...] = ()
 
     def options(self) -> list[str]:
         """The worker's own options and directories, as sandboxfs argv (after ``--``
@@ -106,6 +114,10 @@ class Tenant:
             argv += ["--workspaces", self.workspaces]
         if self.audit_log is not None:
             argv += ["--audit-log", self.audit_log]
+        if self.journal is not None:
+            argv += ["--journal", self.journal]
+        for pattern in self.ask:
+            argv += ["--ask", pattern]
         return [*argv, "--", *self.directories]
 
 
@@ -159,6 +171,7 @@ def parse_tenants(document: Mapping[str, Any], path: str, *, allow_weak: bool = 
         raise TenantsError(f"--tenants {path}: no [[tenant]] table")
     by_name: dict[str, Tenant] = {}
     hashes: dict[str, str] = {}
+    journals: dict[str, str] = {}
     for number, entry in enumerate(entries, 1):
         if not isinstance(entry, dict):
             raise TenantsError(f"--tenants {path}: tenant {number} is not a table")
@@ -170,6 +183,14 @@ def parse_tenants(document: Mapping[str, Any], path: str, *, allow_weak: bool = 
             raise TenantsError(
                 f"{where} has the same token_sha256 as tenant {hashes[tenant.token_sha256]!r}"
             )
+        if tenant.journal is not None:
+            journal = os.path.realpath(tenant.journal)
+            if journal in journals:
+                raise TenantsError(
+                    f"{where} has the same journal as tenant {journals[journal]!r}: each tenant "
+                    "needs a journal of its own"
+                )
+            journals[journal] = tenant.name
         by_name[tenant.name] = tenant
         hashes[tenant.token_sha256] = tenant.name
     return Tenants(by_name, allow_weak=allow_weak)
@@ -224,6 +245,8 @@ def _tenant(entry: Mapping[str, Any], where: str, *, allow_weak: bool) -> Tenant
         workspaces=workspaces,
         read_only=read_only,
         audit_log=_optional_string(entry, "audit_log", where),
+        journal=_optional_string(entry, "journal", where),
+        ask=_strings(entry, "ask", where),
     )
 
 

@@ -28,7 +28,7 @@ import secrets
 import signal
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, final
 
@@ -64,6 +64,9 @@ class WorkerSettings:
     #: The worker's --send-timeout: longer than the front's, so that a worker never
     #: cuts off the front while the front waits on a slow client within its own.
     send_timeout: float = 2 * SEND_TIMEOUT
+    #: Writes one line of a worker's stderr (tenant name, line) on the front's, whole;
+    #: None: as ``tenant NAME: LINE``.
+    relay: Callable[[str, bytes], None] | None = None
 
 
 @final
@@ -227,11 +230,16 @@ class Worker:
                 if self.quiet:
                     continue
                 for line in lines:
-                    sys.stderr.buffer.write(prefix + line + b"\n")
-                sys.stderr.buffer.flush()
+                    self._relay_line(prefix, line)
         if pending and not self.quiet:
-            sys.stderr.buffer.write(prefix + pending + b"\n")
-            sys.stderr.buffer.flush()
+            self._relay_line(prefix, pending)
+
+    def _relay_line(self, prefix: bytes, line: bytes) -> None:
+        if self.settings.relay is not None:
+            self.settings.relay(self.tenant.name, line)
+            return
+        sys.stderr.buffer.write(prefix + line + b"\n")
+        sys.stderr.buffer.flush()
 
     def _wake(self) -> None:
         """Wake those waiting for readiness (they look again at ``up``)."""
