@@ -843,7 +843,15 @@ def test_each_tenant_has_its_own_journal(tmp_path: Path) -> None:
     log = tmp_path / "front.log"
     with log.open("wb") as errlog:
         process = subprocess.Popen(
-            [*SERVER, "--tenants", str(tenants_file), "--http", f"127.0.0.1:{port}"],
+            [
+                *SERVER,
+                "--tenants",
+                str(tenants_file),
+                "--http",
+                f"127.0.0.1:{port}",
+                "--log-format",
+                "text",
+            ],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=errlog,
