@@ -120,6 +120,8 @@ def test_each_worker_is_a_confined_server_in_a_group_of_its_own(tmp_path: Path) 
             status = _status(pid)
             assert status["Seccomp"] == "2" and status["NoNewPrivs"] == "1", status
             assert os.getpgid(pid) == pid  # a terminal's Ctrl-C reaches only the parent
+        # A worker may answer /healthz before the parent has heard from the others.
+        trio.run(wait_for, lambda: "sandboxfs serving MCP on " in server.log.read_text())
         log = server.log.read_text()
         assert "3 server processes" in log
         assert log.count("sandboxfs serving MCP on ") == 1
