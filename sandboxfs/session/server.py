@@ -318,6 +318,9 @@ class SandboxfsServer:
         #: Whether the allow-list last asked about is all local, what the notes say
         #: of it, and for which allow-list and mount table generation.
         self._inline_memo: tuple[object, int, bool, tuple[str, ...]] = (None, -1, False, ())
+        #: The last sandbox made for an allow-list, by path (worker thread, inline):
+        #: a sandbox is immutable, so calls on the same allow-list share one.
+        self._sandboxes: dict[bool, tuple[object, Sandbox]] = {}
         #: Seals the state of a 2026-07-28 call that asks the user (--ask).
         self.sealer = Sealer()
         #: What the journal calls this server's session when it has no workspace (stdio:
@@ -341,16 +344,24 @@ class SandboxfsServer:
         tools, worker threads, call cap and revision cache stay shared."""
         view = copy.copy(self)
         view.access = access
+        view._sandboxes = {}
         return view
 
     def sandbox(self, effective: Effective, *, inline: bool = False) -> Sandbox:
+        """The sandbox of ``effective``'s allow-list (remembered for the last one)."""
+        allow = effective.allow
+        memo = self._sandboxes.get(inline)  # (one lookup: threads may replace it)
+        if memo is not None and memo[0] is allow:
+            return memo[1]
         resolver = Resolver(
-            effective.allow,
+            allow,
             symlink_hops=self.options.limits.symlink_hops,
             confinement=self.inline_confinement if inline else self.confinement,
             home=self.options.home,
         )
-        return Sandbox(resolver, self.options.limits, self.revisions)
+        sandbox = Sandbox(resolver, self.options.limits, self.revisions)
+        self._sandboxes[inline] = (allow, sandbox)
+        return sandbox
 
     # -- inline calls ------------------------------------------------------------------
 
