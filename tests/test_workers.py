@@ -339,3 +339,40 @@ async def _long_call(server: Sidecar, path: str) -> None:
     message, _ = _modern("read_text_file", {"path": path})
     body = json.dumps(message).encode()
     await trio.to_thread.run_sync(server.request, "POST", "/mcp", body, _HEADERS)
+
+
+def test_ask_is_served_by_one_process(tmp_path: Path) -> None:
+    """A 2025-era client answers --ask's question with a POST of its own, which must
+    reach the process whose call waits for it: the default becomes one process, and
+    --workers N beside --ask is refused."""
+    served = tmp_path / "served"
+    served.mkdir()
+    port = free_port()
+    log = tmp_path / "ask.log"
+    with log.open("wb") as errlog:
+        process = subprocess.Popen(
+            [*SERVER, "--http", f"127.0.0.1:{port}", "--ask", "*.cfg", str(served)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=errlog,
+            env=server_env({"SANDBOXFS_TOKEN": TOKEN}),
+        )
+    try:
+        wait_healthy(port, process, log)
+        assert replicas_of(process.pid) == []  # the process that set up serves itself
+        said_lines = [said(line) for line in log.read_text().splitlines()]
+        assert any(line.startswith("--ask: served by one process") for line in said_lines)
+    finally:
+        process.kill()
+        process.wait()
+    refused = subprocess.run(
+        [*SERVER, "--http", "127.0.0.1:0", "--workers", "2", "--ask", "*.cfg", str(served)],
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        env=server_env({"SANDBOXFS_TOKEN": TOKEN}),
+        timeout=120,
+        check=False,
+    )
+    assert refused.returncode == 1, refused.stderr
+    last = refused.stderr.decode().splitlines()[-1]
+    assert last.startswith("sandboxfs: error: --workers 2 cannot serve --ask"), last

@@ -93,7 +93,7 @@ VALUE_OPTIONS: Final[dict[str, tuple[str, str, str, bool]]] = {
     "--workers": (
         "workers",
         "N",
-        "serve HTTP from N processes behind one listener [the CPUs; 1 to 64]",
+        "serve HTTP from N processes behind one listener (1 with --ask) [the CPUs; 1 to 64]",
         False,
     ),
     "--audit-log": (

@@ -201,9 +201,10 @@ def _serve(
     stall = Stall.from_env(os.environ)
     # Read before Landlock (it is in /proc); a test stall needs every call watched.
     # One per server process (--workers): a change notice is read once per open file.
-    tables = [MountTable.open() if stall is None else None for _ in pools]
     journals = _open_journal(config, roots, workspaces)
     ask = _ask_rules(config, roots)  # (the policy file is read before Landlock)
+    pools = _one_process_if_asking(config, ask, pools)
+    tables = [MountTable.open() if stall is None else None for _ in pools]
     # Landlock covers BASE as a whole (sessions appear after it is applied).
     confined = roots if workspaces is None else [workspaces.base.root, *roots]
     landlocked = _apply_landlock(confined, config, journals.root if journals else None)
@@ -284,6 +285,33 @@ def _ask_rules(config: Config, roots: list[Root]) -> AskRules | None:
         return ask_rules(config, roots)
     except OSError as exc:
         fail(f"cannot read --policy {config.policy_file}: {exc.strerror}")
+
+
+def _one_process_if_asking(
+    config: Config, ask: AskRules | None, pools: list[ParserPool]
+) -> list[ParserPool]:
+    """``--ask`` over HTTP is served by one process: a 2025-era client answers a
+    question with a POST of its own, which must reach the process whose call waits
+    for it (the listener gives each connection to any of them).  ``--workers N`` given
+    beside it is refused; the default (the CPUs) becomes one process, and says so."""
+    if ask is None or not ask.active or len(pools) <= 1:
+        return pools
+    if "--workers" in config.given:
+        for pool in pools:
+            pool.forget()
+        fail(
+            f"--workers {len(pools)} cannot serve --ask (or a policy file's ask keys): a "
+            "client's answer to a question must reach the process that asked it; use "
+            "--workers 1"
+        )
+    log.info(
+        "--ask: served by one process, not %d (a client's answer to a question must "
+        "reach the process that asked it)",
+        len(pools),
+    )
+    for pool in pools[1:]:
+        pool.forget()
+    return pools[:1]
 
 
 def _open_journal(

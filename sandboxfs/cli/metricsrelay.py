@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import logging
 import selectors
 import socket
 import threading
@@ -30,6 +31,8 @@ from sandboxfs.transports.metricswire import (
     FrameReader,
     frame,
 )
+
+log = logging.getLogger("sandboxfs")
 
 
 @dataclass
@@ -75,6 +78,8 @@ class MetricsRelay:
                 for key, _ in self._selector.select(timeout):
                     self._receive(key.data)
                 self._progress()
+        except Exception:  # the processes' scrapes then show each its own
+            log.exception("the metrics relay between server processes stopped")
         finally:
             for index in list(self.ends):
                 self._drop(index)
