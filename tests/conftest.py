@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import tempfile
@@ -57,6 +58,15 @@ def _drop_beneath() -> None:
 
 def _drop_no_xdev() -> None:
     chokepoint.CROSSING = 0  # type: ignore[misc]
+
+
+def _inline_path_crosses_mounts() -> None:
+    flags = chokepoint.Confinement.flags
+
+    def crossing(self: chokepoint.Confinement, *, exact: bool) -> int:
+        return flags(dataclasses.replace(self, inline=False), exact=exact)
+
+    chokepoint.Confinement.flags = crossing  # type: ignore[method-assign]
 
 
 def _drop_no_symlinks_on_leaves() -> None:
@@ -274,6 +284,7 @@ MUTANTS = {
     "nested-directories-judged-by-one": _nested_directories_judged_by_one,
     "drop-RESOLVE_BENEATH": _drop_beneath,
     "drop-RESOLVE_NO_XDEV": _drop_no_xdev,
+    "inline-path-crosses-mounts": _inline_path_crosses_mounts,
     "drop-RESOLVE_NO_SYMLINKS-on-leaves": _drop_no_symlinks_on_leaves,
     "drop-rename-barrier": _drop_rename_barrier,
     "drop-reopen-identity-check": _drop_reopen_identity_check,

@@ -5,11 +5,13 @@ the operator."""
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import re
 import signal
 import socket
 import subprocess
+import tomllib
 import urllib.request
 from pathlib import Path
 
@@ -43,6 +45,14 @@ def test_help(flag: str, capsys: pytest.CaptureFixture[str]) -> None:
 def test_version(flag: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main([flag]) == 0
     assert capsys.readouterr().out == f"sandboxfs {__version__}\n"
+
+
+def test_the_version_is_the_one_pyproject_states() -> None:
+    pyproject = tomllib.loads(
+        (Path(__file__).resolve().parent.parent / "pyproject.toml").read_text()
+    )
+    assert __version__ == pyproject["project"]["version"]
+    assert __version__ == importlib.metadata.version("sandboxfs")  # as installed
 
 
 USAGE_ERRORS = {

@@ -45,6 +45,7 @@ from sandboxfs.cli.arguments import (
     LIMIT_OPTIONS,
     SHUTDOWN_GRACE_RANGE,
     VALUE_OPTIONS,
+    WORKERS_RANGE,
     Refused,
     UsageError,
     help_text,
@@ -68,6 +69,7 @@ BAD_VALUES = {
 }
 NUMBERS = {**{option: LIMIT_RANGES[name] for option, name in LIMIT_OPTIONS.items()}}
 NUMBERS["--shutdown-grace"] = SHUTDOWN_GRACE_RANGE
+NUMBERS["--workers"] = WORKERS_RANGE
 
 
 @dataclass(frozen=True)
@@ -252,6 +254,7 @@ class Combo:
     tenants: bool
     landlock: str
     confine_roots: bool
+    workers: bool
 
     @property
     def name(self) -> str:
@@ -264,6 +267,7 @@ class Combo:
             "tenants" if self.tenants else "single",
             self.landlock,
             "confine" if self.confine_roots else "free",
+            "workers" if self.workers else "default-workers",
         ]
         return "-".join(flags)
 
@@ -300,6 +304,8 @@ class Combo:
             argv.append("--no-landlock")
         if self.confine_roots:
             argv.append("--confine-roots")
+        if self.workers:
+            argv += ["--workers", "3"]
         if self.directories == "dirs":
             argv.append(str(place.dir1))
         return argv
@@ -316,6 +322,7 @@ COMBOS = [
         (False, True),
         LANDLOCK,
         (False, True),
+        (False, True),
     )
 ]
 
@@ -331,6 +338,11 @@ REFUSALS: list[tuple[str, Callable[[Combo], bool], str]] = [
         "--no-landlock and --require-landlock contradict each other",
         lambda c: c.landlock == "require+off",
         "contradict",
+    ),
+    (
+        "--workers over stdio: one process serves the one client",
+        lambda c: c.workers and not c.http,
+        "--workers only applies when serving HTTP",
     ),
     (
         "--confine-roots over HTTP: HTTP never uses client Roots",
@@ -351,6 +363,11 @@ REFUSALS: list[tuple[str, Callable[[Combo], bool], str]] = [
         "--tenants with --read-only, --hide/--preset, --policy or --workspaces: per tenant",
         lambda c: c.tenants and _tenant_own(c),
         "cannot be combined with --tenants: set it per tenant",
+    ),
+    (
+        "--workers with --tenants: each tenant is served by one process of its own",
+        lambda c: c.tenants and c.workers,
+        "--workers cannot be combined with --tenants",
     ),
     (
         "HTTP with nothing to serve (no directory of its own, no workspaces): "
@@ -478,12 +495,14 @@ def _sample() -> list[Combo]:
     by_name = {c.name: c for c in COMBOS}
     picked = [by_name[name] for name in chosen]
     for wanted in (
-        "stdio-dirs-file-dir-rw-no-ws-single-require-free",
-        "stdio-roots-file-top-ro-no-ws-single-landlock-free",
-        "stdio-roots-no-policy-rw-ws-single-landlock-confine",
-        "http-dirs-options-rw-no-ws-single-landlock-free",
-        "unix-roots-file-dir-rw-no-ws-single-off-free",
-        "http-roots-no-policy-rw-no-ws-tenants-require-free",
+        "stdio-dirs-file-dir-rw-no-ws-single-require-free-default-workers",
+        "stdio-roots-file-top-ro-no-ws-single-landlock-free-default-workers",
+        "stdio-roots-no-policy-rw-ws-single-landlock-confine-default-workers",
+        "http-dirs-options-rw-no-ws-single-landlock-free-default-workers",
+        "unix-roots-file-dir-rw-no-ws-single-off-free-default-workers",
+        "http-roots-no-policy-rw-no-ws-tenants-require-free-default-workers",
+        "http-dirs-no-policy-rw-ws-single-landlock-free-workers",
+        "unix-dirs-no-policy-rw-no-ws-single-landlock-free-workers",
     ):
         picked.append(by_name[wanted])
     return picked
@@ -570,5 +589,6 @@ def test_the_readme_and_the_help_state_every_range() -> None:
         if option in LIMIT_OPTIONS:
             assert len(rows) == 1 and f"| {span}" in rows[0], (option, rows)
         else:
-            assert f"`{option}` (HTTP) takes {span} seconds" in readme
+            unit = "processes" if option == "--workers" else "seconds"
+            assert f"`{option}` (HTTP) takes {span} {unit}" in readme
         assert any(option in line and span in line for line in text.splitlines()), option

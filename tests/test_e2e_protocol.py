@@ -282,3 +282,27 @@ def test_bad_arguments_are_refused_with_what_is_wrong(tree: Tree) -> None:
                 assert await s.text("read_text_file", path="a.txt", head=1.0) == one
 
     run(main)
+
+
+def test_small_answers_written_at_once_never_cut_into_a_big_one(tree: Tree) -> None:
+    """A lone small answer is written straight to stdout; one that comes while a big
+    answer is still being written (in pieces) waits its turn: every line stays whole.
+    """
+    big = "".join(f"line {i:07d} of a big file to be written in pieces\n" for i in range(60_000))
+    (tree.root / "big.txt").write_text(big)
+    lines = [INIT_2025, INITIALIZED]
+    for round_ in range(3):
+        lines.append(call_line(100 + round_, "read_text_file", path="big.txt"))
+        lines += [
+            json.dumps({"jsonrpc": "2.0", "id": 1000 * (round_ + 1) + i, "method": "ping"})
+            for i in range(40)
+        ]
+    replies, _, code = raw_exchange([str(tree.root)], lines)
+    assert code == 0
+    texts = [
+        r["result"]["structuredContent"]["content"] for r in replies if r["id"] in (100, 101, 102)
+    ]
+    assert texts == [big] * 3
+    assert sorted(r["id"] for r in replies) == sorted(
+        json.loads(line)["id"] for line in lines if '"id"' in line
+    )

@@ -47,6 +47,7 @@ PATH_CALLS = {
     "core/allowlist.py": "opens the allowed directories the operator (or a client's Roots) names",
     "core/roots.py": "checks a client's Roots, which define the allow-list itself",
     "core/landlock.py": "opens Python's own directories for Landlock rules",
+    "core/mounts.py": "opens /proc/self/mountinfo (the mount table) before Landlock",
     "binding/syscalls.py": "probes openat2 on /",
     "cli/main.py": "the operator's files: token file, audit log, directories",
     "cli/launch.py": "reads the kernel's transparent huge page mode",

@@ -12,6 +12,7 @@ import json
 import os
 import signal
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -115,6 +116,8 @@ def served(tmp_path: Path) -> Iterator[tuple[Sidecar, int, Path]]:
     (work / "keep.cfg").write_text("protected\n")
     metrics_port = free_port()
     with sidecar(
+        "--workers",
+        "2",
         "--metrics",
         f"127.0.0.1:{metrics_port}",
         "--protect",
@@ -176,6 +179,11 @@ def test_metrics_parse_and_count_calls_refusals_and_bytes(
     assert _value(samples, "sandboxfs_http_responses_total", code="200") == 6
     answered = [v for (name, _), v in samples.items() if name == "sandboxfs_http_responses_total"]
     assert sum(answered) == 7  # and the unknown tool's 4xx
+    # Each exchange ends (the gauge falls) just after its answer is sent; another
+    # process's may still be ending when this one is scraped.
+    deadline = time.monotonic() + 30
+    while _value(samples, "sandboxfs_active_sessions") != 0 and time.monotonic() < deadline:
+        samples = _samples(_get(s.port, "/metrics", TOKEN)[2])
     assert _value(samples, "sandboxfs_active_sessions") == 0
     # Nothing the client made up is in the text: not its tool name, not a piece of it.
     assert "forged-by-client" not in text and "4242" not in text
@@ -192,16 +200,31 @@ def test_metrics_need_the_token_or_the_metrics_port(served: tuple[Sidecar, int, 
     assert status == 200 and kind.startswith("text/plain; version=0.0.4")
     samples = _samples(text)
     assert _value(samples, "sandboxfs_http_responses_total", code="401") == 2
-    # The process's own, though Landlock forbids opening /proc once serving.
-    assert _value(samples, "process_resident_memory_bytes") > 10 * 2**20
-    assert 3 < _value(samples, "process_open_fds") < 1000
+    # Two server processes (--workers 2), both summed: CPU time, but no memory or
+    # descriptors (a forked process cannot read its own once confined: left out).
+    assert _value(samples, "sandboxfs_workers_read") == 2
     assert _value(samples, "process_cpu_seconds_total") > 0
+    assert not any(name == "process_resident_memory_bytes" for name, _ in samples)
     # Only /metrics is there, and only to GET: not MCP, not the probes.
     assert _get(metrics_port, "/mcp")[0] == 404
     connection = http.client.HTTPConnection("127.0.0.1", metrics_port, timeout=30)
     connection.request("POST", "/metrics", body=b"{}")
     assert connection.getresponse().status == 405
     connection.close()
+
+
+def test_one_server_process_shows_its_memory_and_descriptors(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    with sidecar("--workers", "1", str(work), tmp=tmp_path) as s:
+        status, _, text = _get(s.port, "/metrics", TOKEN)
+    assert status == 200, text
+    samples = _samples(text)
+    # The process's own, though Landlock forbids opening /proc once serving.
+    assert _value(samples, "process_resident_memory_bytes") > 10 * 2**20
+    assert 3 < _value(samples, "process_open_fds") < 1000
+    assert _value(samples, "process_cpu_seconds_total") > 0
+    assert not any(name == "sandboxfs_workers_read" for name, _ in samples)
 
 
 def test_a_session_being_served_is_counted_while_it_runs(tmp_path: Path) -> None:

@@ -26,6 +26,9 @@ KILLED_BY = {
         "tests/test_race_attackers.py::test_attacker_process_never_gets_an_escape[swap-file]"
     ),
     "drop-RESOLVE_NO_XDEV": "tests/test_no_xdev.py::test_nothing_behind_a_mount_point_is_reached",
+    "inline-path-crosses-mounts": (
+        "tests/test_stalled_mount.py::test_the_inline_path_stops_at_a_mount_point_without_waiting"
+    ),
     "drop-RESOLVE_NO_SYMLINKS-on-leaves": (
         "tests/test_chokepoint.py::test_a_leaf_is_never_followed_even_when_it_stays_inside"
     ),

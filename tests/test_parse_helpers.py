@@ -90,6 +90,11 @@ def _cpu_ticks(pid: int) -> int:
     return int(fields[11]) + int(fields[12])
 
 
+#: The server under test is the process that serves (not a --workers parent and its
+#: replicas, each with a supervisor of its own: tests/test_workers.py).
+ONE_PROCESS = ("--workers", "1")
+
+
 def _supervisor_of(server: int) -> int:
     [supervisor] = [
         pid
@@ -274,7 +279,7 @@ def test_a_killed_helper_costs_one_file_and_the_server_lives(tmp_path: Path) -> 
         await wait_for(lambda: len(_children(supervisor)) == parsepool.SPARE)
         assert killed[0] not in _children(supervisor)
 
-    with sidecar("--max-search-seconds", "120", str(root), tmp=tmp_path) as server:
+    with sidecar("--max-search-seconds", "120", *ONE_PROCESS, str(root), tmp=tmp_path) as server:
         run(lambda: main(server.url, server.process.pid))
         assert server.process.poll() is None
 
@@ -317,7 +322,7 @@ def test_the_server_never_loads_a_parser(tmp_path: Path) -> None:
         status = _status(server)
         assert status["Seccomp"] == "2"
 
-    with sidecar(str(root), tmp=tmp_path) as server:
+    with sidecar(*ONE_PROCESS, str(root), tmp=tmp_path) as server:
         run(lambda: main(server.url, server.process.pid))
 
 
@@ -362,7 +367,9 @@ def test_a_planted_pathological_file_costs_the_budget_and_stalls_no_other_call(
         assert result["filesMapped"] == len(POLYGLOT)
         assert result["complete"] is False
 
-    with sidecar("--max-search-seconds", str(budget), str(root), tmp=tmp_path) as server:
+    with sidecar(
+        "--max-search-seconds", str(budget), *ONE_PROCESS, str(root), tmp=tmp_path
+    ) as server:
         run(lambda: main(server.url))
 
 

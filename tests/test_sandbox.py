@@ -223,6 +223,21 @@ def test_list_dir_in_byte_order_without_following(tree: Tree, sandbox: Sandbox) 
     assert all(e.lstat is not None for e in stat_ed)
 
 
+def test_names_that_share_their_first_bytes_sort_by_the_rest(tree: Tree, sandbox: Sandbox) -> None:
+    """The C sort compares the first eight bytes at once, then the rest: names of
+    under, at and over eight bytes that share a beginning keep strcmp's order."""
+    names = ["abcdefgh", "abcdefg", "abcdefghi", "abcdefgh\x01", "abcdefgh0", "abcdefgg",
+             "a", "ab", "A", "z" * 40, "zz", "été", "abcdefgh\xe9"]  # fmt: skip
+    for name in names:
+        (tree.root / name).write_bytes(b"")
+    os.mkdir(os.path.join(os.fsencode(tree.root), b"abcdefgh\xff"))
+    expected = sorted([*names, "abcdefgh\udcff"], key=lambda n: os.fsencode(n))
+    assert [e.name for e in sandbox.list_dir(str(tree.root)).entries] == expected
+    listed, kinds = sandbox.list_names(str(tree.root))
+    assert listed == expected
+    assert kinds == "".join("d" if n == "abcdefgh\udcff" else "f" for n in expected)
+
+
 def test_list_dir_errors(tree: Tree, sandbox: Sandbox) -> None:
     (tree.root / "f").write_bytes(b"")
     with pytest.raises(NotFound):

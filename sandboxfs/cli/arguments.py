@@ -90,6 +90,12 @@ VALUE_OPTIONS: Final[dict[str, tuple[str, str, str, bool]]] = {
         "cut off a client that takes no part of its answer this long (HTTP) [30; 0.001 to 3600]",
         False,
     ),
+    "--workers": (
+        "workers",
+        "N",
+        "serve HTTP from N processes behind one listener (1 with --ask) [the CPUs; 1 to 64]",
+        False,
+    ),
     "--audit-log": (
         "audit_log",
         "FILE",
@@ -201,6 +207,7 @@ HTTP_ONLY: Final = (
     "--json-response",
     "--allow-weak-tokens",
     "--send-timeout",
+    "--workers",
     "--metrics",
 )
 LOG_LEVELS: Final = ("warning", "info", "debug")
@@ -226,6 +233,8 @@ LIMIT_OPTIONS: Final[dict[str, str]] = {
 SHUTDOWN_GRACE_RANGE: Final = Range(0.0, 3600.0)
 #: Seconds of ``--send-timeout``: a millisecond up to an hour.
 SEND_TIMEOUT_RANGE: Final = Range(0.001, MAX_SEND_TIMEOUT)
+#: Processes of ``--workers``.
+WORKERS_RANGE: Final = Range(1, 64)
 
 _SHORT: Final = {"-h": "--help", "-V": "--version"}
 _WHOLE: Final = re.compile(r"[0-9]+", re.ASCII)
@@ -267,6 +276,8 @@ class Arguments:
     allowed_origins: list[str] = field(default_factory=list)
     shutdown_grace: float = 10.0
     send_timeout: float = SEND_TIMEOUT
+    #: ``--workers``; None: as many as the CPUs this process may run on.
+    workers: int | None = None
     audit_log: str = "-"
     log_level: str = "info"
     #: None: text on a terminal, JSON otherwise (decided by the configuration).
@@ -390,6 +401,9 @@ def _set_value(
         return
     if option == "--send-timeout":
         args.send_timeout = float(number(option, value, SEND_TIMEOUT_RANGE))
+        return
+    if option == "--workers":
+        args.workers = int(number(option, value, WORKERS_RANGE))
         return
     if option == "--log-level" and value not in LOG_LEVELS:
         raise UsageError(f"--log-level must be one of {', '.join(LOG_LEVELS)}, got {value!r}")

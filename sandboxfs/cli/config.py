@@ -24,6 +24,8 @@ cannot be read).  The rules (each a test in tests/test_config_matrix.py):
   reference server's rule: Roots replace them).  This is decided here, not by
   whether the kernel happens to have Landlock.
 * Every number is finite and in its documented range (checked as it is parsed).
+* ``--workers`` (HTTP) is refused over stdio and beside ``--tenants`` (each tenant
+  has one process of its own); over HTTP it defaults to the CPUs.
 * Weak credentials are refused (:mod:`sandboxfs.transports.http.credentials`).
 """
 
@@ -101,6 +103,8 @@ class Config:
     shutdown_grace: float = 10.0
     #: A client that takes none of its answer for this long is cut off (HTTP).
     send_timeout: float = SEND_TIMEOUT
+    #: Server processes behind the one listener (HTTP; 1 over stdio).
+    workers: int = 1
     workspaces: str | None = None
     workspace_id: str | None = None
     tenants: Tenants | None = None
@@ -178,6 +182,7 @@ class Config:
         else:
             token = f"bearer token from {self.token_source}" if self.token else "no bearer token"
             parts = [f"HTTP on {self.endpoint.describe()} ({token})"]
+            parts.append(f"{self.workers} server process{'es' if self.workers > 1 else ''}")
             if self.metrics is not None:
                 parts.append(f"metrics on {_metrics_url(self.metrics)} (no token)")
         shown = [f"{quote_path(d.path)} ({d.policy.describe()})" for d in self.directories]
@@ -260,6 +265,7 @@ def build(args: Arguments, environ: Mapping[str, str], *, terminal: bool = False
         json_response=args.json_response,
         shutdown_grace=args.shutdown_grace,
         send_timeout=args.send_timeout,
+        workers=(args.workers or available_cpus()) if endpoint is not None else 1,
         test_switches=switches,
         given=frozenset(args.given),
     )
@@ -271,6 +277,14 @@ def build(args: Arguments, environ: Mapping[str, str], *, terminal: bool = False
     config = replace(config, roots=_roots_rule(args, config))
     token, source = environment.token(args, config.endpoint, environ)
     return replace(config, token=token, token_source=source)
+
+
+def available_cpus() -> int:
+    """The CPUs this process may run on (the default of ``--workers``)."""
+    try:
+        return max(1, min(64, len(os.sched_getaffinity(0))))
+    except OSError:
+        return max(1, min(64, os.cpu_count() or 1))
 
 
 def _log_format(given: str | None, *, terminal: bool) -> LogFormat:
@@ -316,6 +330,11 @@ def _tenants(args: Arguments, base: Config, environ: Mapping[str, str]) -> Confi
     for option in TENANT_OWN:
         if option in args.given:
             raise Refused(f"{option} cannot be combined with --tenants: set it per tenant")
+    if "--workers" in args.given:
+        raise Refused(
+            "--workers cannot be combined with --tenants: each tenant is served by one "
+            "worker process of its own"
+        )
     if args.workspace_id is not None or WORKSPACE_ID_ENV in environ:
         raise Refused(
             "--tenants: a workspace id applies to a stdio server; give a tenant "
@@ -338,7 +357,9 @@ def _tenants(args: Arguments, base: Config, environ: Mapping[str, str]) -> Confi
             status = exc.status if isinstance(exc, Refused) else EXIT_USAGE
             raise Refused(f"--tenants {path}: tenant {tenant.name!r}: {exc}", status) from None
     run_dir = None if args.run_dir is None else expand(args.run_dir, environ)
-    return replace(base, tenants=tenants, tenants_file=path, run_dir=run_dir, worker_options=passed)
+    return replace(
+        base, tenants=tenants, tenants_file=path, run_dir=run_dir, worker_options=passed, workers=1
+    )
 
 
 #: Options of the front that every tenant's worker is started with too.

@@ -48,18 +48,25 @@ def _check_seccomp(config: Config) -> bool:
     return False
 
 
-def start_parsers(config: Config) -> None:
-    """Start code_map's parse supervisor and make it this process's parser."""
+def start_parsers(config: Config) -> list[parsepool.ParserPool]:
+    """Start code_map's parse supervisor (one per server process: ``--workers``) and
+    make the first this process's parser; returns them all."""
     filtered = _check_seccomp(config)
+    pools = []
     try:
-        pool = parsepool.ParserPool.start(
-            cpu_seconds=config.limits.search_seconds,
-            seccomp=filtered,
-            require_seccomp=config.seccomp == "require",
-        )
+        for _ in range(config.workers):
+            pools.append(
+                parsepool.ParserPool.start(
+                    cpu_seconds=config.limits.search_seconds,
+                    seccomp=filtered,
+                    require_seccomp=config.seccomp == "require",
+                )
+            )
     except OSError as exc:
+        for pool in pools:
+            pool.forget()
         _fail(f"cannot start code_map's parse helpers: {exc.strerror or exc}")
-    parsepool.install(pool)
+    parsepool.install(pools[0])
     layers = "seccomp, " if filtered else ""
     log.debug(
         "code_map parses in helper processes (%sLandlock without filesystem access, "
@@ -67,6 +74,7 @@ def start_parsers(config: Config) -> None:
         layers,
         parsepool.MEMORY_BYTES >> 20,
     )
+    return pools
 
 
 def _apply(config: Config, policy: seccomp.Filter, what: str) -> None:

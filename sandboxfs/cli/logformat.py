@@ -23,13 +23,15 @@ line indented with ``  | ``: no line can pass for another.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import logging
 import os
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, Final, Literal, final
 
 LogFormat = Literal["json", "text"]
@@ -82,11 +84,30 @@ class LineWriter:
     def __init__(self, fd: int = 2) -> None:
         self.fd = fd
         self._lock = threading.Lock()
+        #: A file whose POSIX record lock the processes sharing ``fd`` take around
+        #: each line (:meth:`share_with_forks`), or None for this process alone.
+        self._shared: int | None = None
+
+    def forked(self) -> None:
+        """Called in a forked child."""
+        # A thread of the parent may have held the lock at the fork: it is not held
+        # in the child, whose only thread is the one that forked.
+        self._lock = threading.Lock()
+
+    def share_with_forks(self) -> None:
+        """From now on this process and those it forks write each line whole, one at
+        a time (``--workers``: a line longer than a pipe's atomic write, or a write cut
+        short, would otherwise interleave with another process's).  The lock is a
+        POSIX record lock on an anonymous file: it belongs to each process, is taken
+        by the forks on the descriptor they inherit, and goes with a process that
+        dies holding it."""
+        if self._shared is None:
+            self._shared = os.memfd_create("sandboxfs-log-lock", os.MFD_CLOEXEC)
 
     def write_line(self, line: str) -> None:
         """Write ``line`` and a newline (``line`` holds none)."""
         data = line.encode("utf-8", "backslashreplace") + b"\n"
-        with self._lock:
+        with self._lock, _held(self._shared):
             view = memoryview(data)
             while view:
                 try:
@@ -108,6 +129,23 @@ class LineWriter:
 
     def flush(self) -> None:
         return None
+
+
+@contextlib.contextmanager
+def _held(shared: int | None) -> Iterator[None]:
+    """The processes' lock on ``shared`` held (nothing when None)."""
+    if shared is None:
+        yield
+        return
+    try:
+        fcntl.lockf(shared, fcntl.LOCK_EX)
+    except OSError:
+        yield  # no lock to be had: the line is written all the same
+        return
+    try:
+        yield
+    finally:
+        fcntl.lockf(shared, fcntl.LOCK_UN)
 
 
 def _wait_writable(fd: int) -> None:
@@ -174,6 +212,7 @@ class LineHandler(logging.Handler):
 
 #: The writer every stderr line of this process goes through, once configured.
 WRITER: Final = LineWriter()
+os.register_at_fork(after_in_child=WRITER.forked)
 
 
 def configure(level: str, log_format: LogFormat, *, quiet: tuple[str, ...] = ()) -> None:

@@ -44,11 +44,13 @@ from sandboxfs.cli.journal import SetupError as JournalSetupError
 from sandboxfs.cli.journal import setup as journal_setup
 from sandboxfs.cli.journal import stdio_session
 from sandboxfs.cli.policies import Directory
+from sandboxfs.cli.replicas import serve_http_replicas
 from sandboxfs.cli.startup import fail, listen_on
 from sandboxfs.cli.workspacescommand import SetupError as WorkspaceSetupError
 from sandboxfs.cli.workspacescommand import setup as workspace_setup
 from sandboxfs.core import landlock
 from sandboxfs.core.allowlist import AllowList, Root, nest_policies
+from sandboxfs.core.mounts import MountTable
 from sandboxfs.core.watch import Stall
 from sandboxfs.fs.approval import AskRules
 from sandboxfs.fs.journals import Journals
@@ -59,6 +61,7 @@ from sandboxfs.session.dispatcher import SandboxfsServer, ServerOptions
 from sandboxfs.session.metrics import NO_METRICS, known_tools
 from sandboxfs.session.sessionworkspace import WorkspaceSessions
 from sandboxfs.tools.ownernames import Accounts
+from sandboxfs.tools.parsepool import ParserPool
 from sandboxfs.transports.http.credentials import WEAK_WARNING
 from sandboxfs.transports.http.server import SidecarOptions, serve_http
 from sandboxfs.transports.stdio import serve_stdio, take_stdio
@@ -158,7 +161,7 @@ def serve(config: Config) -> int:
         from sandboxfs.cli.tenants import serve_tenants  # noqa: PLC0415
 
         return serve_tenants(config)
-    hardening.start_parsers(config)  # before any allowed directory is opened
+    pools = hardening.start_parsers(config)  # before any allowed directory is opened
     roots = _open_roots(config.directories)
     # Everything that needs the filesystem or the network outside the allowed
     # directories happens before Landlock: the wire, the audit log, user names.
@@ -176,7 +179,7 @@ def serve(config: Config) -> int:
                 metrics_listener, metrics_endpoint = listen_on(config.metrics)
                 config = replace(config, metrics=metrics_endpoint)
         log.info("%s", config.describe())
-        return _serve(config, roots, sidecar, (listener, metrics_listener))
+        return _serve(config, roots, sidecar, (listener, metrics_listener), pools)
     finally:
         if cleanup is not None:
             cleanup.finish()
@@ -187,6 +190,7 @@ def _serve(
     roots: list[Root],
     sidecar: SidecarOptions | None,
     listeners: tuple[socket.socket | None, socket.socket | None],
+    pools: list[ParserPool],
 ) -> int:
     listener, metrics_listener = listeners
     wire = take_stdio() if sidecar is None else None
@@ -194,8 +198,13 @@ def _serve(
     audit = AuditLog(_open_audit_log(config.audit_log))
     accounts = Accounts.load()
     workspaces, lease = _open_workspaces(config, roots)
+    stall = Stall.from_env(os.environ)
+    # Read before Landlock (it is in /proc); a test stall needs every call watched.
+    # One per server process (--workers): a change notice is read once per open file.
     journals = _open_journal(config, roots, workspaces)
     ask = _ask_rules(config, roots)  # (the policy file is read before Landlock)
+    pools = _one_process_if_asking(config, ask, pools)
+    tables = [MountTable.open() if stall is None else None for _ in pools]
     # Landlock covers BASE as a whole (sessions appear after it is applied).
     confined = roots if workspaces is None else [workspaces.base.root, *roots]
     landlocked = _apply_landlock(confined, config, journals.root if journals else None)
@@ -213,17 +222,29 @@ def _serve(
         no_xdev=config.no_xdev,
         limits=config.limits,
         home=os.environ.get("HOME"),
-        stall=Stall.from_env(os.environ),
+        stall=stall,
         accounts=accounts,
         roots=sidecar is None,
         audit=audit,
         workspaces=workspaces,
+        mounts=tables[0],
         metrics=NO_METRICS if metrics is None else metrics,
         journals=journals,
         ask=ask,
     )
     server = SandboxfsServer(options, access)
+    for note in server.local_directories(access.current)[1]:
+        log.info("%s", note)
     if sidecar is not None and listener is not None:
+        if len(pools) > 1:
+            return serve_http_replicas(
+                server,
+                (listener, metrics_listener),
+                sidecar,
+                pools=pools,
+                tables=tables,
+                metrics=metrics,
+            )
         serving = partial(serve_http, metrics=metrics, metrics_listener=metrics_listener)
         stopped_by = trio.run(serving, server, listener, sidecar)
         if stopped_by == signal.SIGINT:  # drained like SIGTERM, but Ctrl-C says so
@@ -264,6 +285,33 @@ def _ask_rules(config: Config, roots: list[Root]) -> AskRules | None:
         return ask_rules(config, roots)
     except OSError as exc:
         fail(f"cannot read --policy {config.policy_file}: {exc.strerror}")
+
+
+def _one_process_if_asking(
+    config: Config, ask: AskRules | None, pools: list[ParserPool]
+) -> list[ParserPool]:
+    """``--ask`` over HTTP is served by one process: a 2025-era client answers a
+    question with a POST of its own, which must reach the process whose call waits
+    for it (the listener gives each connection to any of them).  ``--workers N`` given
+    beside it is refused; the default (the CPUs) becomes one process, and says so."""
+    if ask is None or not ask.active or len(pools) <= 1:
+        return pools
+    if "--workers" in config.given:
+        for pool in pools:
+            pool.forget()
+        fail(
+            f"--workers {len(pools)} cannot serve --ask (or a policy file's ask keys): a "
+            "client's answer to a question must reach the process that asked it; use "
+            "--workers 1"
+        )
+    log.info(
+        "--ask: served by one process, not %d (a client's answer to a question must "
+        "reach the process that asked it)",
+        len(pools),
+    )
+    for pool in pools[1:]:
+        pool.forget()
+    return pools[:1]
 
 
 def _open_journal(

@@ -26,6 +26,7 @@ from sandboxfs.core.allowlist import Root as Root
 from sandboxfs.core.chokepoint import LIST_FLAGS as LIST_FLAGS
 from sandboxfs.core.chokepoint import READ_FLAGS as READ_FLAGS
 from sandboxfs.core.chokepoint import Confinement as Confinement
+from sandboxfs.core.chokepoint import CrossesMount as CrossesMount
 from sandboxfs.core.chokepoint import Directory as Directory
 from sandboxfs.core.chokepoint import Handle as Handle
 from sandboxfs.core.chokepoint import Location as Location
@@ -55,6 +56,7 @@ from sandboxfs.core.errors import quoted as quoted
 from sandboxfs.core.globs import Glob as Glob
 from sandboxfs.core.globs import GlobError as GlobError
 from sandboxfs.core.globs import compile_glob as compile_glob
+from sandboxfs.core.mounts import MountTable as MountTable
 from sandboxfs.core.names import has_lone_surrogate as has_lone_surrogate
 from sandboxfs.core.names import quote_name as quote_name
 from sandboxfs.core.names import quote_names as quote_names

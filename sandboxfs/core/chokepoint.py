@@ -92,17 +92,28 @@ _HOLDS_HIDDEN: Final = "it holds entries the policy hides or protects"
 
 
 @final
+class CrossesMount(Exception):
+    """An inline call's resolution would cross a mount point (or leave its directory:
+    ``EXDEV`` says either): the call is given up before it did anything and runs
+    again in a worker thread, with the server's own confinement.  Deliberately
+    neither an OSError nor a SandboxError, so no tool mistakes it for an answer."""
+
+
+@final
 @dataclass(frozen=True, slots=True)
 class Confinement:
     """The resolve flags in force for one server, and the gate for its errors."""
 
     #: Refuse paths that cross a mount point (``--no-xdev``).
     no_xdev: bool = False
+    #: An inline call (on the event loop, see sandboxfs.core.mounts): never cross a
+    #: mount point, whose filesystem may stall; ``EXDEV`` raises CrossesMount.
+    inline: bool = False
 
     def flags(self, *, exact: bool) -> int:
         """The ``resolve`` field of an openat2 call: the only place it is made."""
         resolve = ALWAYS
-        if self.no_xdev:
+        if self.no_xdev or self.inline:
             resolve |= CROSSING
         if exact:
             resolve |= EXACT
@@ -117,6 +128,10 @@ class Confinement:
                 return syscalls.openat2(dirfd, path, flags, resolve=resolve, mode=mode)
             except BlockingIOError:
                 continue
+            except OSError as exc:
+                if self.inline and exc.errno == errno.EXDEV:
+                    raise CrossesMount(path) from None
+                raise
         raise OSError(errno.EAGAIN, "resolution kept racing with renames")
 
     def error(self, exc: OSError, path: str) -> SandboxError:

@@ -26,6 +26,7 @@ from sandboxfs.core import AllowList as AllowList
 from sandboxfs.core import Bounds as Bounds
 from sandboxfs.core import Confinement as Confinement
 from sandboxfs.core import Conflict as Conflict
+from sandboxfs.core import CrossesMount as CrossesMount
 from sandboxfs.core import Directory as Directory
 from sandboxfs.core import Glob as Glob
 from sandboxfs.core import GlobError as GlobError
@@ -33,6 +34,7 @@ from sandboxfs.core import InvalidArgument as InvalidArgument
 from sandboxfs.core import IsADirectory as IsADirectory
 from sandboxfs.core import LeafBatch as LeafBatch
 from sandboxfs.core import LimitExceeded as LimitExceeded
+from sandboxfs.core import MountTable as MountTable
 from sandboxfs.core import NotADirectory as NotADirectory
 from sandboxfs.core import NotARegularFile as NotARegularFile
 from sandboxfs.core import NotFound as NotFound

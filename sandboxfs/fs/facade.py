@@ -181,6 +181,12 @@ class Sandbox:
         return listings.list_dir(self.ctx, path, sizes=sizes, tree_revision=tree_revision)
 
     @operation(FOLLOW)
+    def list_names(self, path: str, /) -> tuple[list[str], str]:
+        """The names of the directory ``path``'s entries in byte order and their kind
+        letters (``f``, ``d``, ``l``, ``o``), from one reading of it."""
+        return listings.list_names(self.ctx, path)
+
+    @operation(FOLLOW)
     def revision(self, path: str, /, *, fresh: bool = False) -> str | None:
         """The revision of what ``path`` names (symlinks inside followed): a file's
         bytes, a directory's tree, ``absent`` if nothing is there; None for special

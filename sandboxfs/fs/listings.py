@@ -51,6 +51,15 @@ def list_dir(
         return Listing(entries, revision, shown, withheld)
 
 
+def list_names(ctx: FsContext, path: str) -> tuple[list[str], str]:
+    """The names of the directory ``path``'s entries in byte order (symlinks inside
+    followed to it), and one kind letter per name as the directory records it (see
+    :meth:`sandboxfs.core.chokepoint.Directory.entries`): a listing with nothing else,
+    made without an object per entry."""
+    with ctx.resolver.open_directory(path) as directory, ctx.watch.step(path):
+        return directory.entries()
+
+
 def _sizes(
     ctx: FsContext, directory: Directory, path: str, entries: list[Entry]
 ) -> list[int | None]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -51,10 +52,12 @@ from sandboxfs.tools import (
     AskRules,
     CallContext,
     Confinement,
+    CrossesMount,
     JournalError,
     Journals,
     Limits,
     MediaBlock,
+    MountTable,
     ParseCache,
     Progress,
     Resolver,
@@ -230,6 +233,31 @@ def to_wire(result: ToolResult) -> WireResult:
     return wire
 
 
+def mount_kind(mounts: MountTable, root: Any) -> tuple[bool, str]:
+    """Whether calls on the allowed directory ``root`` may run inline, and its kind."""
+    try:
+        st = os.fstat(root.fd)
+    except OSError:
+        return False, "filesystem type unknown"
+    return mounts.local(root.path, (os.major(st.st_dev), os.minor(st.st_dev)))
+
+
+def where_calls_run(kinds: Sequence[tuple[Any, bool, str]], timeout: float) -> str:
+    """The note saying, per allowed directory, whether quick calls run inline (a
+    local filesystem) or in worker threads with the step timeout."""
+    inline = [f"{root.given} ({kind})" for root, local, kind in kinds if local]
+    threads = [f"{root.given} ({kind})" for root, local, kind in kinds if not local]
+    if not threads:
+        return f"Calls run inline: every allowed directory is local: {', '.join(inline)}"
+    text = (
+        f"Calls run in worker threads with a {timeout:g} s step timeout: "
+        f"{', '.join(threads)} is not known to be local"
+    )
+    if inline:
+        text += f" (local: {', '.join(inline)})"
+    return text
+
+
 def tool_definition(spec: ToolSpec, input_schema: dict[str, Any]) -> dict[str, Any]:
     """A tool as ``tools/list`` describes it on the wire."""
     a = spec.annotations
@@ -264,6 +292,9 @@ class ServerOptions:
     audit: AuditLog = field(default_factory=lambda: AuditLog(None))
     #: ``--workspaces``: every session's private directory and the stores.
     workspaces: WorkspaceSessions | None = None
+    #: The mount table that decides which calls run inline (None: every call that
+    #: touches the filesystem runs in a worker thread).
+    mounts: MountTable | None = None
     #: Told of every call and refusal (the HTTP transports' /metrics).
     metrics: CallObserver = NO_METRICS
     #: ``--journal``: where every change is recorded.
@@ -306,6 +337,14 @@ class SandboxfsServer:
         self.parses = ParseCache()
         #: The resolve flags every call of this server uses.
         self.confinement = Confinement(no_xdev=options.no_xdev)
+        #: ... and an inline call, which never crosses a mount point.
+        self.inline_confinement = Confinement(no_xdev=options.no_xdev, inline=True)
+        #: Whether the allow-list last asked about is all local, what the notes say
+        #: of it, and for which allow-list and mount table generation.
+        self._inline_memo: tuple[object, int, bool, tuple[str, ...]] = (None, -1, False, ())
+        #: The last sandbox made for an allow-list, by path (worker thread, inline):
+        #: a sandbox is immutable, so calls on the same allow-list share one.
+        self._sandboxes: dict[bool, tuple[object, Sandbox]] = {}
         #: Seals the state of a 2026-07-28 call that asks the user (--ask).
         self.sealer = Sealer()
         #: What the journal calls this server's session when it has no workspace (stdio:
@@ -329,16 +368,79 @@ class SandboxfsServer:
         tools, worker threads, call cap and revision cache stay shared."""
         view = copy.copy(self)
         view.access = access
+        view._sandboxes = {}
         return view
 
-    def sandbox(self, effective: Effective) -> Sandbox:
+    def sandbox(self, effective: Effective, *, inline: bool = False) -> Sandbox:
+        """The sandbox of ``effective``'s allow-list (remembered for the last one)."""
+        allow = effective.allow
+        memo = self._sandboxes.get(inline)  # (one lookup: threads may replace it)
+        if memo is not None and memo[0] is allow:
+            return memo[1]
         resolver = Resolver(
-            effective.allow,
+            allow,
             symlink_hops=self.options.limits.symlink_hops,
-            confinement=self.confinement,
+            confinement=self.inline_confinement if inline else self.confinement,
             home=self.options.home,
         )
-        return Sandbox(resolver, self.options.limits, self.revisions)
+        sandbox = Sandbox(resolver, self.options.limits, self.revisions)
+        self._sandboxes[inline] = (allow, sandbox)
+        return sandbox
+
+    # -- inline calls ------------------------------------------------------------------
+
+    def local_directories(self, effective: Effective) -> tuple[bool, tuple[str, ...]]:
+        """Whether every allowed directory of ``effective`` is on a local filesystem
+        with no other kind of mount beneath it (see sandboxfs.core.mounts), so that
+        a quick call may run inline; and the note that says where calls run.
+        Remembered until the allow-list or the mount table changes (a look costs
+        one non-blocking poll)."""
+        mounts = self.options.mounts
+        if mounts is None:
+            return False, ()
+        allow = effective.allow
+        if not mounts.changed():
+            memo_allow, generation, local, note = self._inline_memo
+            if memo_allow is allow and generation == mounts.generation:
+                return local, note
+        kinds = [(root, *mount_kind(mounts, root)) for root in allow.roots]
+        local = bool(kinds) and all(inline for _, inline, _ in kinds)
+        note = (where_calls_run(kinds, self.options.limits.fs_timeout),) if kinds else ()
+        self._inline_memo = (allow, mounts.generation, local, note)
+        return local, note
+
+    def inline_call(self, name: str, arguments: Any, caller: Caller) -> WireResult | None:
+        """A quick tool call run here and now, audited, if it may run inline: a tool
+        whose work is bounded and read-only, on allowed directories that are all
+        local.  None: run it with :meth:`run_tool` (in a worker thread).  A call whose
+        resolution would cross a mount point gives up (before it did anything) and
+        answers None too."""
+        spec = self.by_name.get(name)
+        if (
+            spec is None
+            or not spec.quick
+            or not isinstance(arguments, dict)
+            or self.options.journals is not None  # a journal's first use may block
+            or (spec.touches_filesystem and not self.local_directories(self.access.current)[0])
+        ):
+            return None
+        started = time.monotonic()
+        try:
+            answer = self._inline_tool(spec, arguments, caller)
+        except CrossesMount:
+            return None
+        self._audit_result(name, arguments, caller, started, answer)
+        return answer.wire
+
+    def _inline_tool(self, spec: ToolSpec, arguments: dict[str, Any], caller: Caller) -> ToolAnswer:
+        prepared = self._prepare(spec, arguments, caller, inline=True)
+        if isinstance(prepared, ToolAnswer):
+            return prepared
+        try:
+            result = prepared(NO_WATCH)
+        except (SandboxError, JournalError) as exc:
+            return self._failed(spec, exc)
+        return ToolAnswer(to_wire(result))
 
     async def bounded(self, fn: Callable[[Watch], T]) -> T:
         """Run blocking work within the concurrent-call cap."""
@@ -390,7 +492,17 @@ class SandboxfsServer:
         except ApprovalRequired as required:  # 2026-07-28: the client asks, then retries
             self._audit(name, arguments, caller, started, error=None)
             return required.result
-        result = answer.wire
+        self._audit_result(name, arguments, caller, started, answer)
+        return answer.wire
+
+    def _audit_result(
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        caller: Caller,
+        started: float,
+        answer: ToolAnswer,
+    ) -> None:
         self._audit(
             name,
             arguments,
@@ -398,10 +510,10 @@ class SandboxfsServer:
             started,
             error=answer.code,
             size=sum(
-                len(block.get("text") or block.get("data") or "") for block in result["content"]
+                len(block.get("text") or block.get("data") or "")
+                for block in answer.wire["content"]
             ),
         )
-        return result
 
     def _audit(
         self,
@@ -437,6 +549,40 @@ class SandboxfsServer:
         progress: Progress | None,
         asking: Asking | None = None,
     ) -> ToolAnswer:
+        prepared = self._prepare(spec, arguments, caller, progress=progress, asking=asking)
+        if isinstance(prepared, ToolAnswer):
+            return prepared
+        try:
+            if spec.touches_filesystem:
+                result = await self.bounded(prepared)
+            else:
+                result = prepared(NO_WATCH)
+        except (SandboxError, JournalError) as exc:
+            return self._failed(spec, exc)
+        return ToolAnswer(to_wire(result))
+
+    def _failed(self, spec: ToolSpec, exc: SandboxError | JournalError) -> ToolAnswer:
+        """The answer of a call whose work raised ``exc`` (a refusal is counted)."""
+        if isinstance(exc, JournalError):
+            log.error("the change journal cannot be used: %s", exc)
+            return _refused(f"The change journal cannot be used: {exc}", "EIO")
+        reason = refusal_reason(exc)
+        if reason is not None:
+            self.options.metrics.refused(spec.name, reason)
+        return _refused(str(exc), exc.code)
+
+    def _prepare(
+        self,
+        spec: ToolSpec,
+        arguments: dict[str, Any],
+        caller: Caller,
+        *,
+        progress: Progress | None = None,
+        inline: bool = False,
+        asking: Asking | None = None,
+    ) -> ToolAnswer | Callable[[Watch], ToolResult]:
+        """The work of one call, ready to run with a watch; or the error result that
+        answers it without work (arguments refused, no allowed directory)."""
         if not self.arguments_ok[spec.name](arguments):
             details = _argument_problems(self.schemas[spec.name], arguments)
             return _refused(f"Invalid arguments for tool {spec.name}: {details}")
@@ -453,20 +599,26 @@ class SandboxfsServer:
             )
             self.options.metrics.refused(spec.name, "outside")
             return _refused(message, AccessDenied.default_code)
-        sandbox = self.sandbox(effective)
+        sandbox = self.sandbox(effective, inline=inline)
         allowed = tuple(effective.allow.display())
         # The Roots note matters only to a client that has Roots (2025 era, stdio).
         notes = self.access.notes if eras.of_version(caller.protocol_version) != "2026" else ()
         notes += self.access.policy_notes  # what each directory's policy allows, in every era
-
+        notes += self.local_directories(effective)[1]  # where calls run, per directory
+        handler = spec.handler
         gate = call_gate(self, spec, arguments, caller, asking)
 
         def work(watch: Watch) -> ToolResult:
             extra: dict[str, Any] = {"progress": progress} if progress is not None else {}
             journal = journal_store(self) if spec.touches_filesystem else None
             recording = call_recording(self, journal, spec, arguments, caller)
+            viewed = sandbox if watch is NO_WATCH else sandbox.with_watch(watch)
+            if recording is not None:
+                viewed = viewed.recording(recording)
+            if gate is not None:
+                viewed = viewed.gated(gate)
             context = CallContext(
-                sandbox=sandbox.with_watch(watch).recording(recording).gated(gate),
+                sandbox=viewed,
                 limits=self.options.limits,
                 allowed=allowed,
                 notes=notes,
@@ -478,22 +630,12 @@ class SandboxfsServer:
                 **extra,
             )
             try:
-                return spec.handler(context, **arguments)
+                return handler(context, **arguments)
             finally:
                 if recording is not None:
                     recording.finish()  # a change made is recorded, even by a call that failed
 
-        try:
-            result = await self.bounded(work) if spec.touches_filesystem else work(NO_WATCH)
-        except SandboxError as exc:
-            reason = refusal_reason(exc)
-            if reason is not None:
-                self.options.metrics.refused(spec.name, reason)
-            return _refused(str(exc), exc.code)
-        except JournalError as exc:
-            log.error("the change journal cannot be used: %s", exc)
-            return _refused(f"The change journal cannot be used: {exc}", "EIO")
-        return ToolAnswer(to_wire(result))
+        return work
 
     # -- resources ---------------------------------------------------------------------------
 

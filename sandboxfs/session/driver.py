@@ -122,7 +122,8 @@ class Driver:
             if isinstance(effect, Send):
                 self.send(effect.message)
             elif isinstance(effect, Call):
-                self._start(self._call, effect)
+                if not self._inline(effect):
+                    self._start(self._call, effect)
             elif isinstance(effect, Cancel):
                 scope = self._calls.pop(effect.key, None)
                 if scope is not None:
@@ -160,6 +161,27 @@ class Driver:
             self._busy -= 1
             if self._busy == 0:
                 self._idle.set()
+
+    def _inline(self, call: Call) -> bool:
+        """Run a quick tool call here and now, if the server may run it inline (see
+        SandboxfsServer.inline_call): no task, no cancel scope, no thread; nothing can
+        cancel it, since no message is read before it is answered.  False: it must
+        run in a task of its own."""
+        if call.method != "tools/call" or call.progress is not None:
+            return False
+        params = call.params
+        try:
+            result = self.server.inline_call(
+                params["name"], params.get("arguments") or {}, call.caller
+            )
+        except Exception:
+            log.exception("internal error while handling %s", call.method)
+            self.feed(self.session.failed(call.key))
+            return True
+        if result is None:
+            return False
+        self.feed(self.session.completed(call.key, result))
+        return True
 
     async def _call(self, call: Call) -> None:
         session = self.session

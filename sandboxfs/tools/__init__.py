@@ -15,12 +15,14 @@ from sandboxfs.fs import Ask as Ask
 from sandboxfs.fs import AskRules as AskRules
 from sandboxfs.fs import Base as Base
 from sandboxfs.fs import Confinement as Confinement
+from sandboxfs.fs import CrossesMount as CrossesMount
 from sandboxfs.fs import Gate as Gate
 from sandboxfs.fs import IsADirectory as IsADirectory
 from sandboxfs.fs import JournalError as JournalError
 from sandboxfs.fs import Journals as Journals
 from sandboxfs.fs import JournalStore as JournalStore
 from sandboxfs.fs import Limits as Limits
+from sandboxfs.fs import MountTable as MountTable
 from sandboxfs.fs import NotApproved as NotApproved
 from sandboxfs.fs import NotFound as NotFound
 from sandboxfs.fs import Policy as Policy

@@ -30,11 +30,43 @@ def format_size(size: int) -> str:
 
 
 def iso_time(ns: int | None) -> str:
-    """UTC ISO 8601 with milliseconds (``2026-11-30T06:49:24.123Z``); ``unknown`` if None."""
-    if ns is None:
+    """UTC ISO 8601 with milliseconds (``2026-11-30T06:49:24.123Z``); ``unknown`` if None.
+
+    The instant is ``datetime.fromtimestamp(ns / 1e9)``'s, rounded to the microsecond
+    as it rounds (half to even, on the float), and the text is made by arithmetic:
+    the date and time of a second come from a small cache (a listing's files share
+    a few seconds), the milliseconds from the rounded microseconds.  A time outside
+    the years 1 to 9999 (a filesystem may store one) is ``unknown`` too."""
+    if ns is None or not _FIRST_NS <= ns < _AFTER_LAST_NS:
         return "unknown"
-    stamp = dt.datetime.fromtimestamp(ns / 1e9, tz=dt.UTC)
-    return stamp.strftime("%Y-%m-%dT%H:%M:%S.") + f"{stamp.microsecond // 1000:03d}Z"
+    seconds = ns / 1e9
+    fraction, whole = math.modf(seconds)
+    micro = round(fraction * 1e6)
+    if micro >= 1_000_000:
+        whole += 1.0
+        micro -= 1_000_000
+    elif micro < 0:
+        whole -= 1.0
+        micro += 1_000_000
+    return f"{_second_text(int(whole))}{micro // 1000:03d}Z"
+
+
+@functools.lru_cache(maxsize=1024)
+def _second_text(second: int) -> str:
+    """``YYYY-MM-DDTHH:MM:SS.`` of a second since the epoch, UTC (a year as glibc's
+    ``%Y`` writes it: no padding)."""
+    stamp = _EPOCH + dt.timedelta(seconds=second)
+    return (
+        f"{stamp.year}-{stamp.month:02d}-{stamp.day:02d}T"
+        f"{stamp.hour:02d}:{stamp.minute:02d}:{stamp.second:02d}."
+    )
+
+
+_EPOCH: Final = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+#: The first nanosecond of year 1 and the first after year 9999, UTC (what
+#: ``datetime`` can show).
+_FIRST_NS: Final = -62135596800 * 10**9
+_AFTER_LAST_NS: Final = 253402300800 * 10**9 - 500
 
 
 def display_base(path: str, base: str | None, home: str | None) -> str:

@@ -4,8 +4,9 @@ list_directory_with_sizes, get_file_info, list_allowed_directories."""
 from __future__ import annotations
 
 import base64
+import operator
 import stat
-from typing import Any
+from typing import Any, Final
 
 from sandboxfs.fs import (
     Description,
@@ -21,26 +22,37 @@ from sandboxfs.fs import (
 from sandboxfs.tools.format import format_size, iso_time
 from sandboxfs.tools.spec import READ_ONLY, CallContext, Param, ToolResult, ToolSpec, path_param
 
+#: What list_directory writes before a name, by kind letter (Directory.entries).
+_MARKS: Final = {"d": "[DIR] ", "f": "[FILE] ", "l": "[FILE] ", "o": "[FILE] "}
+#: The structured entry types, by kind letter.
+_TYPES: Final = {"d": "directory", "f": "file", "l": "symlink", "o": "other"}
+
 
 def list_directory(ctx: CallContext, /, path: str, *, withRevision: bool = False) -> ToolResult:
-    listing = ctx.sandbox.list_dir(path, tree_revision=withRevision)
-    entries = listing.entries
-    names = [e.name for e in entries]
-    text = "\n".join(
-        f"{'[DIR]' if e.kind == 'directory' else '[FILE]'} {name}"
-        for e, name in zip(entries, quote_names(names), strict=True)
-    )
+    revision = None
+    if withRevision:
+        listing = ctx.sandbox.list_dir(path, tree_revision=True)
+        names = [e.name for e in listing.entries]
+        kinds = "".join(_LETTERS[e.kind] for e in listing.entries)
+        revision = listing.revision
+    else:  # names and kind letters only: no object per entry
+        names, kinds = ctx.sandbox.list_names(path)
+    text = "\n".join(map(operator.add, map(_MARKS.__getitem__, kinds), quote_names(names)))
+    types = _TYPES
     return ToolResult(
         text=text,
         structured={
             "path": path,
             "entries": [
-                {"name": name, "type": e.kind}
-                for e, name in zip(entries, structured_names(names), strict=True)
+                {"name": name, "type": types[kind]}
+                for name, kind in zip(structured_names(names), kinds, strict=True)
             ],
-            "revision": listing.revision,
+            "revision": revision,
         },
     )
+
+
+_LETTERS: Final = {kind: letter for letter, kind in _TYPES.items()}
 
 
 def list_directory_with_sizes(
@@ -193,6 +205,7 @@ LIST_DIRECTORY = ToolSpec(
     params=(path_param("Path of the directory to list."), _with_revision("the directory's")),
     annotations=READ_ONLY,
     handler=list_directory,
+    quick=True,
 )
 
 LIST_DIRECTORY_WITH_SIZES = ToolSpec(
@@ -214,6 +227,7 @@ LIST_DIRECTORY_WITH_SIZES = ToolSpec(
     ),
     annotations=READ_ONLY,
     handler=list_directory_with_sizes,
+    quick=True,
 )
 
 GET_FILE_INFO = ToolSpec(
@@ -238,6 +252,7 @@ GET_FILE_INFO = ToolSpec(
     ),
     annotations=READ_ONLY,
     handler=get_file_info,
+    quick=True,
 )
 
 LIST_ALLOWED_DIRECTORIES = ToolSpec(
@@ -250,4 +265,5 @@ LIST_ALLOWED_DIRECTORIES = ToolSpec(
     annotations=READ_ONLY,
     handler=list_allowed_directories,
     touches_filesystem=False,
+    quick=True,
 )

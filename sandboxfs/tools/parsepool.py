@@ -255,6 +255,18 @@ class ParserPool:
         """Fresh helpers waiting now."""
         return len(self._idle)
 
+    def forget(self) -> None:
+        """Close this process's end of the pool without waiting for anything: in a
+        process forked from the server that uses another pool (``--workers``), or in
+        the parent that serves nothing.  The supervisor stops once no process holds
+        its control socket."""
+        with self._lock:
+            self._break("the pool was handed to another process")
+            for helper in self._idle:
+                helper.sock.close()
+            self._idle.clear()
+            self._control.close()
+
     def close(self) -> None:
         """Stop the supervisor and its helpers (it kills them when its socket closes)."""
         with self._lock:

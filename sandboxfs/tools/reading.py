@@ -324,6 +324,7 @@ READ_FILE = ToolSpec(
     params=(path_param("Path of the file to read."), _HEAD, _TAIL),
     annotations=READ_ONLY,
     handler=read_text_file,
+    quick=True,
 )
 
 READ_TEXT_FILE = ToolSpec(
@@ -333,6 +334,7 @@ READ_TEXT_FILE = ToolSpec(
     params=(path_param("Path of the file to read."), _HEAD, _TAIL, _OFFSET, _LIMIT),
     annotations=READ_ONLY,
     handler=read_text_file,
+    quick=True,
 )
 
 READ_MEDIA_FILE = ToolSpec(
@@ -362,4 +364,5 @@ READ_MULTIPLE_FILES = ToolSpec(
     ),
     annotations=READ_ONLY,
     handler=read_multiple_files,
+    quick=True,
 )

@@ -124,6 +124,10 @@ class ToolSpec:
     #: False for a tool that only reports what the server already knows: it runs
     #: on the event loop instead of in a worker thread.
     touches_filesystem: bool = True
+    #: Bounded, read-only work (no walk, no write): on allowed directories that are
+    #: all local it may run inline, on the event loop (see sandboxfs.core.mounts);
+    #: given up and run again in a worker thread if it would cross a mount point.
+    quick: bool = False
 
     def input_schema(self) -> JSON:
         """The JSON Schema of the arguments; unknown arguments are refused."""

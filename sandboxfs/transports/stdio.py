@@ -4,7 +4,9 @@ The transport only moves bytes: a reader splits stdin into lines (refusing, not
 buffering, a line over the cap), decodes each (-32700 for what is not JSON,
 -32600 for a bad envelope) and hands it to the session through the
 :class:`~sandboxfs.session.driver.Driver`; one writer sends what the session
-answers, in order, gathering what is waiting into as few writes as it can.  At
+answers, in order, gathering what is waiting into as few writes as it can.  A small
+answer with nothing queued before it is written at once, without a hop to the
+writer task (as much as the pipe takes; the rest is queued behind nothing).  At
 end of input, the requests still running are answered (for up to
 :data:`EOF_DRAIN_TIMEOUT`) before the connection ends.
 
@@ -118,17 +120,47 @@ class _Writer:
     """The only writer: frames in the order they were queued, batched.  A frame is
     one line's bytes, or its pieces (a big answer, written without joining them)."""
 
-    def __init__(self) -> None:
+    def __init__(self, fd: int | None = None) -> None:
         self.send_channel, self.receive_channel = trio.open_memory_channel[bytes | Iterator[bytes]](
             math.inf
         )
         self.broken = False
         #: Set once the channel is closed and everything queued is written.
         self.done = trio.Event()
+        #: The wire (non-blocking once the transport's stream has it), for a small
+        #: frame written at once when nothing is queued before it.
+        self._fd = fd
+        #: Frames handed to the writer task and not written yet (a frame handed to a
+        #: waiting task never shows in the channel's buffer).
+        self._queued = 0
 
     def put(self, frame: bytes | Iterator[bytes]) -> None:
+        """Queue a frame; a small one with nothing queued before it is written at once,
+        as much of it as the pipe takes (the rest is queued)."""
+        if (
+            self._fd is not None
+            and isinstance(frame, bytes)
+            and len(frame) < _SPLIT_FRAME
+            and not self._queued
+            and not self.broken
+        ):
+            rest = self._write_now(frame + b"\n")
+            if not rest:
+                return
+            frame = rest[:-1]  # what is left, without the newline the writer adds
         with contextlib.suppress(trio.ClosedResourceError):
             self.send_channel.send_nowait(frame)
+            self._queued += 1
+
+    def _write_now(self, data: bytes) -> bytes:
+        """Write what the pipe takes now, without waiting (the answer to a lone
+        request goes out without a hop to the writer task); what is left."""
+        assert self._fd is not None
+        try:
+            written = os.write(self._fd, data)
+        except OSError:  # full (EAGAIN), or broken: the writer task deals with it
+            return data
+        return data[written:]
 
     async def run(self, stdout: trio.lowlevel.FdStream) -> None:
         receive = self.receive_channel
@@ -141,7 +173,10 @@ class _Writer:
                             batch.append(receive.receive_nowait())
                         except (trio.WouldBlock, trio.EndOfChannel):
                             break
-                    await self._write(stdout, batch)
+                    try:
+                        await self._write(stdout, batch)
+                    finally:
+                        self._queued -= len(batch)
         finally:
             self.done.set()
 
@@ -177,7 +212,7 @@ async def serve_stdio(server: SandboxfsServer, wire: tuple[int, int], *, max_lin
     """Serve one MCP connection on the wire fds until end of input (or until the
     session closes it); returns the exit status."""
     session = Session(server.session_config())
-    writer = _Writer()
+    writer = _Writer(wire[1])
     exit_code = 0
     stdin = trio.lowlevel.FdStream(wire[0])
     stdout = trio.lowlevel.FdStream(wire[1])

@@ -200,10 +200,13 @@ class ProcessMetrics(Collector):
 
     Made before the process confines itself: it keeps ``/proc/self/statm`` and
     ``/proc/self/fd`` open and reads them again at every scrape (Landlock refuses to
-    open them later).  A reading that fails is left out, not made up.
+    open them later).  A reading that fails is left out, not made up; so are the
+    memory and descriptors of a process forked after it was made (``--workers``: the
+    descriptors describe the parent, and Landlock refuses to open its own).
     """
 
     def __init__(self) -> None:
+        self._pid = os.getpid()
         self._statm = _open_or_none("/proc/self/statm", os.O_RDONLY)
         self._fds = _open_or_none("/proc/self/fd", os.O_RDONLY | os.O_DIRECTORY)
         self._page = os.sysconf("SC_PAGE_SIZE")
@@ -221,6 +224,8 @@ class ProcessMetrics(Collector):
             "Start time of the process since unix epoch in seconds (when it began serving).",
             value=self._started,
         )
+        if os.getpid() != self._pid:
+            return  # what the descriptors show is the parent's
         if self._statm is not None:
             try:
                 resident = int(os.pread(self._statm, 128, 0).split()[1]) * self._page

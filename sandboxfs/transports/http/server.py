@@ -287,6 +287,26 @@ def bearer(scope: Scope) -> str | None:
 
 @final
 @dataclass(frozen=True)
+class Replica:
+    """This process is one of several serving one listener (``--workers``), started
+    by a parent that speaks for them all (sandboxfs.cli.replicas).
+
+    ``ready``: a pipe to the parent, written once this process handles SIGTERM and
+    SIGINT (which the parent held back until then); the parent says "serving" once
+    every process has.  ``parent``: a pipe from the parent, which ends when the
+    parent is gone (killed): this process then stops as on SIGTERM.  The parent
+    forwards each signal it gets, says that the server stopped, and prints the
+    Ctrl-C line, so a replica logs the stop only when it has calls in flight."""
+
+    ready: int
+    parent: int
+    #: A socket to the parent, through which this process's metrics and the other
+    #: processes' are gathered for a scrape (sandboxfs.transports.http.replicametrics).
+    metrics: int | None = None
+
+
+@final
+@dataclass(frozen=True)
 class SidecarOptions:
     endpoint: Endpoint
     token: str | None
@@ -303,6 +323,7 @@ async def serve_http(
     server: SandboxfsServer,
     listener: socket.socket,
     options: SidecarOptions,
+    replica: Replica | None = None,
     *,
     metrics: Measured | None = None,
     metrics_listener: socket.socket | None = None,
@@ -315,7 +336,18 @@ async def serve_http(
         unready=lambda: unserved(server),
         metrics=metrics,
     )
-    return await serve_gate(gate, listener, options, metrics_listener=metrics_listener)
+    tasks: list[Callable[[], Awaitable[None]]] = []
+    if replica is not None and replica.metrics is not None and metrics is not None:
+        from sandboxfs.transports.http.metrics import ServerMetrics  # noqa: PLC0415
+        from sandboxfs.transports.http.replicametrics import ReplicaMetrics  # noqa: PLC0415
+
+        assert isinstance(metrics, ServerMetrics)  # (what serves /metrics of a server)
+        merged = ReplicaMetrics(metrics, replica.metrics)
+        gate.metrics = merged
+        tasks.append(merged.answer_parent)
+    return await serve_gate(
+        gate, listener, options, replica, metrics_listener=metrics_listener, tasks=tasks
+    )
 
 
 def unserved(server: SandboxfsServer) -> str | None:
@@ -343,12 +375,15 @@ async def serve_gate(
     gate: Gate,
     listener: socket.socket,
     options: SidecarOptions,
+    replica: Replica | None = None,
     *,
     metrics_listener: socket.socket | None = None,
+    tasks: Sequence[Callable[[], Awaitable[None]]] = (),
 ) -> signal.Signals | None:
     """Serve ``gate`` under Hypercorn until SIGTERM or SIGINT, then drain calls in
     flight and return the signal that stopped it.  With ``metrics_listener`` (the
-    ``--metrics`` port), the gate's metrics are served there too, without a token.
+    ``--metrics`` port), the gate's metrics are served there too, without a token;
+    ``tasks`` run beside the server until it stops.
 
     SIGTERM (a supervisor) is logged; SIGINT (Ctrl-C) is quiet unless calls are in
     flight, and a second signal ends the wait for them.
@@ -365,11 +400,14 @@ async def serve_gate(
 
     async def watch_signals(task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+            if replica is not None:  # the parent held them back until now
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGINT})
             task_status.started()
             async for signum in signals:
                 stopped_by.append(signal.Signals(signum))
                 break
-            _announce(stopped_by[0], gate, options)
+            if replica is None or gate.in_flight:
+                _announce(stopped_by[0], gate, options)
             async with trio.open_nursery() as draining:
 
                 async def again() -> None:
@@ -384,6 +422,8 @@ async def serve_gate(
 
     async with trio.open_nursery() as nursery:
         await nursery.start(watch_signals)
+        for task in tasks:
+            nursery.start_soon(task)
         if metrics_listener is not None and gate.metrics is not None:
             from sandboxfs.transports.http.metrics import MetricsApp  # noqa: PLC0415
 
@@ -398,14 +438,34 @@ async def serve_gate(
                 )
             )
         # Said once SIGTERM and SIGINT are caught: the line is a true ready signal.
-        log.info("sandboxfs serving MCP on %s", endpoint.describe())
+        if replica is None:
+            log.info("sandboxfs serving MCP on %s", endpoint.describe())
+        else:
+            nursery.start_soon(_outlive_parent, replica.parent)
+            os.write(replica.ready, b"r")
         await serve_connections(
             gate, config, listener, send_timeout=options.send_timeout, stopping=stopping
         )
         nursery.cancel_scope.cancel()
-    if stopped_by != [signal.SIGINT]:
+    if stopped_by != [signal.SIGINT] and replica is None:
         log.info("sandboxfs stopped")
     return stopped_by[0] if stopped_by else None
+
+
+async def _outlive_parent(parent: int) -> None:
+    """A replica whose parent is gone (killed: it had no time to forward a signal)
+    stops as on SIGTERM."""
+    while True:
+        await trio.lowlevel.wait_readable(parent)
+        try:
+            if os.read(parent, 64):
+                continue  # the parent never writes; nothing to wait for but the end
+        except BlockingIOError:
+            continue
+        except OSError:
+            pass
+        os.kill(os.getpid(), signal.SIGTERM)
+        return
 
 
 def _announce(signum: signal.Signals, gate: Gate, options: SidecarOptions) -> None:
