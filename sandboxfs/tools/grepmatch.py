@@ -106,6 +106,13 @@ def shown_line(line: bytes | bytearray | memoryview, *, cut_at: int | None = Non
     return text if cut_at is None else f"{text} [line cut at {size_text(cut_at)}]"
 
 
+def lines_cut(count: int, block: int) -> str:
+    """The note on lines longer than ``block`` bytes, of which only a block was searched."""
+    shown = size_text(block)
+    some = "1 line longer than" if count == 1 else f"{count} lines longer than"
+    return f"{some} {shown} cut: only the first {shown} of each was searched"
+
+
 def not_read(files: int, directories: int) -> str:
     parts = []
     if files:

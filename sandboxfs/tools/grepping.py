@@ -57,6 +57,7 @@ from sandboxfs.fs import (
 from sandboxfs.tools.grepmatch import (
     Matcher,
     exact_path,
+    lines_cut,
     not_read,
     shown_line,
     shown_path,
@@ -378,7 +379,7 @@ def grep_files(
     if search.stopped:
         text += f"\n[{search.stopped}]"
     if search.lines_cut:
-        text += f"\n[{_lines_cut(search.lines_cut)}]"
+        text += f"\n[{lines_cut(search.lines_cut, _BLOCK)}]"
     if search.unreadable or unreadable_dirs:
         text += f"\n[{not_read(search.unreadable, unreadable_dirs)}]"
     return ToolResult(
@@ -395,12 +396,6 @@ def grep_files(
             "stoppedReason": search.stopped,
         },
     )
-
-
-def _lines_cut(count: int) -> str:
-    block = size_text(_BLOCK)
-    some = "1 line longer than" if count == 1 else f"{count} lines longer than"
-    return f"{some} {block} cut: only the first {block} of each was searched"
 
 
 def _runs(
