@@ -12,6 +12,7 @@ import pytest
 from helpers import Tree, make_tree, snapshot
 from sandboxfs.binding import syscalls
 from sandboxfs.core import chokepoint, landlock, names, policy, seccomp
+from sandboxfs.core.chokepoint import confinement, directory
 from sandboxfs.fs import describe, listings, trees, writes
 from sandboxfs.fs.facade import Sandbox
 
@@ -53,11 +54,11 @@ def outside_unchanged(tree: Tree):
 
 
 def _drop_beneath() -> None:
-    chokepoint.ALWAYS = syscalls.RESOLVE_NO_MAGICLINKS  # type: ignore[misc]
+    confinement.ALWAYS = syscalls.RESOLVE_NO_MAGICLINKS  # type: ignore[misc]
 
 
 def _drop_no_xdev() -> None:
-    chokepoint.CROSSING = 0  # type: ignore[misc]
+    confinement.CROSSING = 0  # type: ignore[misc]
 
 
 def _inline_path_crosses_mounts() -> None:
@@ -70,7 +71,7 @@ def _inline_path_crosses_mounts() -> None:
 
 
 def _drop_no_symlinks_on_leaves() -> None:
-    chokepoint.EXACT = 0  # type: ignore[misc]
+    confinement.EXACT = 0  # type: ignore[misc]
 
 
 def _drop_rename_barrier() -> None:
@@ -78,7 +79,7 @@ def _drop_rename_barrier() -> None:
 
 
 def _drop_reopen_identity_check() -> None:
-    chokepoint.same_file = lambda a, b: True  # type: ignore[assignment]
+    directory.same_file = lambda a, b: True  # type: ignore[assignment]
 
 
 def _drop_change_time_from_tree_revisions() -> None:

@@ -43,7 +43,8 @@ RANKS = {
 #: Modules allowed to call path-taking os functions (or open()) and why; every
 #: other module works through descriptors the chokepoint handed out.
 PATH_CALLS = {
-    "core/chokepoint.py": "the *at calls on one entry name, relative to a held descriptor",
+    "core/chokepoint/directory.py": "the *at calls on one entry name, relative to a held descriptor",
+    "core/chokepoint/parent.py": "opens an allowed directory beneath a Root's own descriptor",
     "core/allowlist.py": "opens the allowed directories the operator (or a client's Roots) names",
     "core/roots.py": "checks a client's Roots, which define the allow-list itself",
     "core/landlock.py": "opens Python's own directories for Landlock rules",
@@ -250,7 +251,7 @@ def test_only_the_chokepoint_calls_openat2() -> None:
     callers = {
         str(path.relative_to(PACKAGE)) for _, path in _modules() if "openat2" in _calls(path)
     }
-    assert callers == {"core/chokepoint.py", "binding/syscalls.py"}
+    assert callers == {"core/chokepoint/confinement.py", "binding/syscalls.py"}
 
 
 def test_only_the_chokepoint_opens_names_in_c() -> None:
@@ -264,7 +265,7 @@ def test_only_the_chokepoint_opens_names_in_c() -> None:
         and isinstance(node.func, ast.Attribute)
         and node.func.attr in ("read_leaves", "sfs_read_leaves")
     }
-    assert callers == {"core/chokepoint.py", "binding/syscalls.py"}
+    assert callers == {"core/chokepoint/directory.py", "binding/syscalls.py"}
 
 
 @pytest.mark.parametrize("module", sorted(str(p.relative_to(PACKAGE)) for _, p in _modules()))

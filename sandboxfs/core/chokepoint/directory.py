@@ -1,51 +1,7 @@
-"""The chokepoint: the one module that opens anything on a client's behalf.
-
-Every ``openat2`` sandboxfs makes goes through :meth:`Confinement.open`, and the
-resolve flags of every call come from :meth:`Confinement.flags`, read from the
-three module constants below at call time:
-
-* :data:`ALWAYS` (``RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS``) on every call: the
-  kernel refuses anything that would leave the starting descriptor (``..``,
-  absolute symlinks, symlinks that climb out) and every procfs magic link;
-* :data:`CROSSING` (``RESOLVE_NO_XDEV``) on every call of a server run with
-  ``--no-xdev``: no component may cross a mount point;
-* :data:`EXACT` (``RESOLVE_NO_SYMLINKS``) on *exact* opens: a leaf name under a
-  parent descriptor, a child named by a directory listing, the canonical
-  location of something already resolved.  No symlink is followed there, not
-  even one that stays inside.  No ``O_NOFOLLOW`` is added on top: this flag is
-  the one mechanism that keeps a leaf from being followed.
-
-The descriptors come wrapped in three owned types:
-
-* :class:`Handle`: an ``O_PATH`` descriptor of one object, the :class:`Location`
-  that reopens it and its ``fstat``.  :meth:`Handle.reopen` opens the same object
-  for I/O and refuses (:class:`~sandboxfs.core.errors.Conflict`) if the location
-  now names another one.  Facts about a client path come from one handle.
-* :class:`Directory`: a descriptor of a directory with the ``*at`` operations on
-  single entry names in it.
-* :class:`ParentDir`: a directory and one checked leaf name: every mutation acts
-  on exactly that one name.
-
-The policy of each allowed directory (:mod:`sandboxfs.core.policy`: read-only,
-hidden and protected patterns) is enforced here, on the location of every open,
-every listing and every ``*at`` change, before the system call: a hidden
-location is absent (``ENOENT``, and left out of listings), a change the policy
-does not allow raises :class:`~sandboxfs.core.policy.PolicyRefusal` with nothing
-done.  Under a policy with patterns every open is exact, so only canonical
-(symlink-free) locations are judged: a symlink cannot reach a hidden or
-protected entry under another name (the resolver's component walk follows it,
-one judged component at a time).  A rename of a directory is refused if any
-entry below it is hidden or protected where it is or would be where it goes.
-
-Methods raise :class:`OSError` for what the kernel refused; callers turn it into
-a client-safe error with :meth:`Confinement.error` (the one converter,
-:func:`~sandboxfs.core.errors.from_oserror`).
-
-This is one module on purpose, about 600 lines: every ``openat2`` and
-every ``*at`` call on a client's behalf is here, with the policy's check before
-each of them, so that one file is what to read, and a test can pin that nothing
-else makes them.
-"""
+"""The descriptors the chokepoint hands out: :class:`Handle` (an ``O_PATH`` descriptor
+and every fact taken from it) and :class:`Directory` (an open directory: every ``*at``
+call on one entry name, each judged by the policy first, and a rename's check of what
+is below a directory)."""
 
 from __future__ import annotations
 
@@ -54,134 +10,41 @@ import os
 import stat
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
-from dataclasses import dataclass
 from typing import Final, final
 
 from sandboxfs.binding import syscalls
-from sandboxfs.core.allowlist import Root
-from sandboxfs.core.errors import Conflict, SandboxError, from_oserror
-from sandboxfs.core.pathnames import join
+from sandboxfs.core.chokepoint.confinement import (
+    EAGAIN_RETRIES,
+    LIST_FLAGS,
+    READ_FLAGS,
+    Confinement,
+    Location,
+    entry_name,
+    same_file,
+)
+from sandboxfs.core.errors import Conflict
 from sandboxfs.core.policy import Policy, PolicyRefusal, Verdict
 from sandboxfs.core.traversal import ENTRY, TOO_DEEP, TOO_MANY, Bounds, Traversal
 
 _VISIBLE: Final = Verdict(hidden=False, protected=False)
 
-#: Resolve flags on every openat2 call.
-ALWAYS: Final = syscalls.RESOLVE_BENEATH | syscalls.RESOLVE_NO_MAGICLINKS
-#: Added on every call of a server that refuses mount crossings (--no-xdev).
-CROSSING: Final = syscalls.RESOLVE_NO_XDEV
-#: Added on exact opens (leaves, listed children, canonical locations).
-EXACT: Final = syscalls.RESOLVE_NO_SYMLINKS
-#: openat2 answers EAGAIN when a rename races with ``..`` resolution; retry this often.
-EAGAIN_RETRIES: Final = 64
 
-#: Flags for opening a directory to list it (never blocks, never adopts a tty).
-LIST_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NONBLOCK
-#: Flags for opening a file to read: never block on a FIFO, never adopt a tty.
-READ_FLAGS: Final = os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY
 #: Most entries below a directory that a rename checks against a policy with patterns,
 #: and most levels (each holds one descriptor while what is below it is checked).
 SUBTREE_CHECK_ENTRIES: Final = 100_000
+
+
 SUBTREE_CHECK_DEPTH: Final = 256
+
+
 #: Why a rename's check of what is below a directory refuses it.
 _UNCHECKED: Final = {
     TOO_MANY: "too many entries below it to check the policy",
     TOO_DEEP: "too deep a tree below it to check the policy",
 }
+
+
 _HOLDS_HIDDEN: Final = "it holds entries the policy hides or protects"
-
-
-@final
-class CrossesMount(Exception):
-    """An inline call's resolution would cross a mount point (or leave its directory:
-    ``EXDEV`` says either): the call is given up before it did anything and runs
-    again in a worker thread, with the server's own confinement.  Deliberately
-    neither an OSError nor a SandboxError, so no tool mistakes it for an answer."""
-
-
-@final
-@dataclass(frozen=True, slots=True)
-class Confinement:
-    """The resolve flags in force for one server, and the gate for its errors."""
-
-    #: Refuse paths that cross a mount point (``--no-xdev``).
-    no_xdev: bool = False
-    #: An inline call (on the event loop, see sandboxfs.core.mounts): never cross a
-    #: mount point, whose filesystem may stall; ``EXDEV`` raises CrossesMount.
-    inline: bool = False
-
-    def flags(self, *, exact: bool) -> int:
-        """The ``resolve`` field of an openat2 call: the only place it is made."""
-        resolve = ALWAYS
-        if self.no_xdev or self.inline:
-            resolve |= CROSSING
-        if exact:
-            resolve |= EXACT
-        return resolve
-
-    def open(self, dirfd: int, path: str, flags: int, *, exact: bool, mode: int = 0) -> int:
-        """``openat2(dirfd, path)`` with the flags in force, retrying on EAGAIN.
-        The descriptor is close-on-exec.  Raises OSError."""
-        resolve = self.flags(exact=exact)
-        for _ in range(EAGAIN_RETRIES):
-            try:
-                return syscalls.openat2(dirfd, path, flags, resolve=resolve, mode=mode)
-            except BlockingIOError:
-                continue
-            except OSError as exc:
-                if self.inline and exc.errno == errno.EXDEV:
-                    raise CrossesMount(path) from None
-                raise
-        raise OSError(errno.EAGAIN, "resolution kept racing with renames")
-
-    def error(self, exc: OSError, path: str) -> SandboxError:
-        """The client-safe error for ``exc``, naming only ``path`` (as given)."""
-        return from_oserror(exc, path, no_xdev=self.no_xdev)
-
-
-@final
-@dataclass(frozen=True, slots=True)
-class Location:
-    """A place beneath an allowed directory: its root and the components below it."""
-
-    root: Root
-    rel: tuple[str, ...]
-
-    def child(self, name: str) -> Location:
-        return Location(self.root, (*self.rel, name))
-
-    @property
-    def parent(self) -> Location:
-        return Location(self.root, self.rel[:-1])
-
-    @property
-    def name(self) -> str:
-        return self.rel[-1]
-
-    @property
-    def relpath(self) -> str:
-        return join(self.rel)
-
-    def open(self, confinement: Confinement, flags: int, *, exact: bool, mode: int = 0) -> int:
-        """Open this location beneath its root's descriptor, as its root's policy
-        allows (exactly, under a policy with patterns).  Raises OSError."""
-        policy = self.root.policy
-        if policy.active:
-            policy.check_open(self.rel, flags)
-            exact = exact or policy.patterned
-        return confinement.open(self.root.fd, self.relpath, flags, exact=exact, mode=mode)
-
-
-def same_file(a: os.stat_result, b: os.stat_result) -> bool:
-    """Whether two ``stat`` results describe one object (device and inode)."""
-    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
-
-
-def _entry_name(name: str) -> str:
-    """``name`` if it is exactly one directory entry; a programming error otherwise."""
-    if name in ("", ".", "..") or "/" in name or "\0" in name:
-        raise ValueError(f"not a single entry name: {name!r}")
-    return name
 
 
 def _adopt_stat(fd: int) -> os.stat_result:
@@ -331,7 +194,7 @@ class Directory:
         return self.location.root.policy
 
     def _below(self, name: str) -> tuple[str, ...]:
-        return (*self.location.rel, _entry_name(name))
+        return (*self.location.rel, entry_name(name))
 
     def _may_change(self, name: str, *, existing: bool) -> None:
         """Raise unless the policy lets the entry ``name`` change (``existing``: the
@@ -349,7 +212,7 @@ class Directory:
         policy = self.policy
         if policy.active:
             policy.check_open(self._below(name), flags)
-        return self.confinement.open(self.fd, _entry_name(name), flags, exact=True, mode=mode)
+        return self.confinement.open(self.fd, entry_name(name), flags, exact=True, mode=mode)
 
     def entry(self, name: str, path: str) -> Handle:
         """An ``O_PATH`` handle of the entry ``name`` itself (a symlink as the link)."""
@@ -440,18 +303,18 @@ class Directory:
         if self.policy.patterned and self.policy.verdict(self._below(name)).hidden:
             return None
         try:
-            return os.stat(_entry_name(name), dir_fd=self.fd, follow_symlinks=False)
+            return os.stat(entry_name(name), dir_fd=self.fd, follow_symlinks=False)
         except FileNotFoundError:
             return None
 
     def readlink(self, name: str) -> str:
         if self.policy.patterned:
             self.policy.check_visible(self._below(name))
-        return os.readlink(_entry_name(name), dir_fd=self.fd)
+        return os.readlink(entry_name(name), dir_fd=self.fd)
 
     def is_mount_point(self, name: str) -> bool:
         """Whether the entry ``name`` is the root of a mount (bind mounts included)."""
-        return syscalls.is_mount_root(self.fd, _entry_name(name))
+        return syscalls.is_mount_root(self.fd, entry_name(name))
 
     def hides(self, name: str, st: os.stat_result, parent_dev: int) -> bool:
         """Whether a server that refuses mount crossings must show nothing of what the
@@ -462,24 +325,24 @@ class Directory:
 
     def mkdir(self, name: str, mode: int = 0o777) -> None:
         self._may_change(name, existing=False)
-        os.mkdir(_entry_name(name), mode, dir_fd=self.fd)
+        os.mkdir(entry_name(name), mode, dir_fd=self.fd)
 
     def symlink(self, target: str, name: str) -> None:
         self._may_change(name, existing=False)
-        os.symlink(target, _entry_name(name), dir_fd=self.fd)
+        os.symlink(target, entry_name(name), dir_fd=self.fd)
 
     def unlink(self, name: str) -> None:
         self._may_change(name, existing=True)
-        os.unlink(_entry_name(name), dir_fd=self.fd)
+        os.unlink(entry_name(name), dir_fd=self.fd)
 
     def rmdir(self, name: str) -> None:
         self._may_change(name, existing=True)
-        os.rmdir(_entry_name(name), dir_fd=self.fd)
+        os.rmdir(entry_name(name), dir_fd=self.fd)
 
     def link(self, fd: int, name: str) -> None:
         """Give the open file ``fd`` (an ``O_TMPFILE``) the name ``name`` here."""
         self._may_change(name, existing=False)
-        syscalls.link_fd(fd, self.fd, _entry_name(name))
+        syscalls.link_fd(fd, self.fd, entry_name(name))
 
     def rename(self, name: str, to: Directory, to_name: str, flags: int) -> None:
         """``renameat2(self, name, to, to_name, flags)``, if both policies allow it:
@@ -494,7 +357,7 @@ class Directory:
             self._check_subtree(name, here, there)
             if exchange:
                 to._check_subtree(to_name, there, here)
-        syscalls.renameat2(self.fd, _entry_name(name), to.fd, _entry_name(to_name), flags)
+        syscalls.renameat2(self.fd, entry_name(name), to.fd, entry_name(to_name), flags)
 
     def check_creatable(self, names: tuple[str, ...]) -> None:
         """Raise (PolicyRefusal), before anything is made, unless the policy lets each
@@ -504,7 +367,7 @@ class Directory:
         if policy.active:
             rel = self.location.rel
             for name in names:
-                rel = (*rel, _entry_name(name))
+                rel = (*rel, entry_name(name))
                 policy.check_change(rel)
 
     def check_tree_removable(self, name: str) -> None:
@@ -512,7 +375,7 @@ class Directory:
         the directory ``name`` that would meet an entry the policy hides or protects
         (a removal that stopped there would be half done)."""
         if self.policy.patterned:
-            here = self.location.child(_entry_name(name))
+            here = self.location.child(entry_name(name))
             self._check_subtree(name, here, here)
 
     def _check_subtree(self, name: str, here: Location, there: Location) -> None:
@@ -520,7 +383,7 @@ class Directory:
         ``there`` if any entry below it, hidden ones included, is hidden or
         protected at either place, or if there are too many, or too deep, to check."""
         try:
-            st = os.stat(_entry_name(name), dir_fd=self.fd, follow_symlinks=False)
+            st = os.stat(entry_name(name), dir_fd=self.fd, follow_symlinks=False)
         except FileNotFoundError:
             return
         if not stat.S_ISDIR(st.st_mode):
@@ -557,62 +420,6 @@ def _raw_entries(fd: int, rel: tuple[str, ...]) -> list[tuple[str, str]]:
     return list(zip(names, kinds, strict=True))
 
 
-@final
-class ParentDir:
-    """A directory (owned) and one checked leaf name in it: the one entry a mutation
-    changes."""
-
-    __slots__ = ("dir", "leaf", "path")
-
-    def __init__(self, directory: Directory, leaf: str, path: str) -> None:
-        self.dir = directory
-        self.leaf = _entry_name(leaf)
-        self.path = path
-
-    def close(self) -> None:
-        self.dir.close()
-
-    def __enter__(self) -> ParentDir:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    @property
-    def location(self) -> Location:
-        return self.dir.location.child(self.leaf)
-
-    def lstat(self) -> os.stat_result | None:
-        return self.dir.lstat(self.leaf)
-
-    def open(self, flags: int, *, mode: int = 0) -> int:
-        """The leaf opened with ``flags``, never through a symlink (ELOOP if it is one)."""
-        return self.dir.open(self.leaf, flags, mode=mode)
-
-    def entry(self) -> Handle:
-        """An ``O_PATH`` handle of the leaf entry itself."""
-        return self.dir.entry(self.leaf, self.path)
-
-    def readlink(self) -> str:
-        return self.dir.readlink(self.leaf)
-
-    def mkdir(self, mode: int = 0o777) -> None:
-        self.dir.mkdir(self.leaf, mode)
-
-    def symlink(self, target: str) -> None:
-        self.dir.symlink(target, self.leaf)
-
-    def unlink(self) -> None:
-        self.dir.unlink(self.leaf)
-
-    def rmdir(self) -> None:
-        self.dir.rmdir(self.leaf)
-
-    def rename_to(self, other: ParentDir, flags: int) -> None:
-        """Rename the leaf to ``other``'s leaf (``renameat2`` with ``flags``)."""
-        self.dir.rename(self.leaf, other.dir, other.leaf, flags)
-
-
 def _visible_entries(
     it: os.ScandirIterator[str],  # type: ignore[name-defined]
     policy: Policy,
@@ -628,14 +435,3 @@ def _visible_entries(
         yield iter([entry for entry in entries if entry.name not in hidden])
 
     return visible()
-
-
-def open_root_beneath(
-    root: Root, below: tuple[str, ...], confinement: Confinement, real: str, given: str
-) -> Root:
-    """A client's root that lies inside the allowed directory ``root``, opened beneath
-    that directory's descriptor (symlinks inside followed), so it cannot be
-    anywhere else; it keeps ``root``'s policy (ENOENT if the policy hides it).
-    Raises OSError."""
-    fd = Location(root, below).open(confinement, os.O_PATH | os.O_DIRECTORY, exact=False)
-    return Root(fd, real, given, root.policy.beneath(below))
