@@ -19,7 +19,7 @@ from helpers import Tree
 from mcp_client import SERVER, Roots, run, said, server_env, session
 from sandboxfs.cli.arguments import EXIT_USAGE, Refused, parse_arguments
 from sandboxfs.cli.config import Config, build
-from sandboxfs.cli.main import access_control
+from sandboxfs.cli.serve import access_control
 from sandboxfs.session.dispatcher import SandboxfsServer, ServerOptions
 from sandboxfs.session.effects import Caller
 

@@ -50,7 +50,7 @@ PATH_CALLS = {
     "core/landlock.py": "opens Python's own directories for Landlock rules",
     "core/mounts.py": "opens /proc/self/mountinfo (the mount table) before Landlock",
     "binding/syscalls.py": "probes openat2 on /",
-    "cli/main.py": "the operator's files: token file, audit log, directories",
+    "cli/serve.py": "the operator's files: token file, audit log, directories",
     "cli/launch.py": "reads the kernel's transparent huge page mode",
     "cli/healthcheck.py": "the container's health check reads /proc for the server's command line",
     "cli/cleanup.py": "removes the unix socket the server made, once it is done",

@@ -15,8 +15,10 @@ from __future__ import annotations
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -153,10 +155,14 @@ def test_tenants_are_served_under_a_read_only_tmp(tmp_path: Path, where: str) ->
 
 
 @needs_mount_namespace
-def test_nowhere_writable_is_one_line_naming_the_option(tmp_path: Path) -> None:
+def test_nowhere_writable_is_one_line_naming_the_option(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     _tenant(tmp_path)
-    read_only = tmp_path / "read-only"  # under /tmp: read-only in the namespace
-    read_only.mkdir()
+    # Under /tmp (read-only in the namespace), and short whatever pytest's numbering has
+    # reached: a path too long for the sockets would be refused for that reason first.
+    read_only = Path(tempfile.mkdtemp(prefix="ro-", dir="/tmp"))
+    request.addfinalizer(lambda: shutil.rmtree(read_only, ignore_errors=True))
     cases = [
         ([], "nowhere to make the workers' socket directory (/tmp: Read-only file system; "
          "/var/tmp: Read-only file system): give --run-dir DIR, a writable directory (in a pod, "

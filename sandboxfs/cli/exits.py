@@ -14,3 +14,11 @@ EXIT_USAGE: Final = 2
 EXIT_INTERRUPTED: Final = 130
 #: What an interrupted command prints: its one line.
 INTERRUPTED: Final = "sandboxfs: interrupted"
+
+
+def interrupted() -> int:
+    """Say so in the one line, and give the status an interrupted command ends with."""
+    import sys  # noqa: PLC0415 - this module is imported before anything else
+
+    print(INTERRUPTED, file=sys.stderr, flush=True)
+    return EXIT_INTERRUPTED

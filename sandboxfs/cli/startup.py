@@ -1,7 +1,7 @@
 """What every serving process does on its way up: fail in one line, and listen.
 
 Shared by a server (:mod:`sandboxfs.cli.main`) and the tenants' front
-(:mod:`sandboxfs.cli.tenants`).
+(:mod:`sandboxfs.cli.front`).
 """
 
 from __future__ import annotations
