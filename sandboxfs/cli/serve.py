@@ -47,6 +47,8 @@ from sandboxfs.core.mounts import MountTable
 from sandboxfs.core.watch import Stall
 from sandboxfs.fs.approval import AskRules
 from sandboxfs.fs.journals import Journals
+from sandboxfs.fs.revisions import RevisionCache
+from sandboxfs.fs.sandboxes import Sandboxes
 from sandboxfs.fs.workspacebase import SessionLease
 from sandboxfs.session.access import AccessControl
 from sandboxfs.session.auditlog import AuditLog, Lines
@@ -154,11 +156,15 @@ def _serve(
             else workspaces.access(lease, notes=access.notes, policy_notes=access.policy_notes)
         )
     access.announce()
+    home = os.environ.get("HOME")
+    # The composition root hands the session how each call's sandbox is made.
+    sandboxes = Sandboxes(config.limits, RevisionCache(), config.no_xdev, home)
     options = ServerOptions(
         read_only=config.read_only,
         no_xdev=config.no_xdev,
         limits=config.limits,
-        home=os.environ.get("HOME"),
+        home=home,
+        sandboxes=sandboxes,
         stall=stall,
         accounts=accounts,
         roots=sidecar is None,

@@ -36,7 +36,6 @@ from sandboxfs.core.errors import QUOTED_CHARS as QUOTED_CHARS
 from sandboxfs.core.errors import AccessDenied as AccessDenied
 from sandboxfs.core.errors import AlreadyExists as AlreadyExists
 from sandboxfs.core.errors import Conflict as Conflict
-from sandboxfs.core.errors import DirectoryNotEmpty as DirectoryNotEmpty
 from sandboxfs.core.errors import HardLinked as HardLinked
 from sandboxfs.core.errors import InvalidArgument as InvalidArgument
 from sandboxfs.core.errors import InvalidPath as InvalidPath
@@ -45,7 +44,6 @@ from sandboxfs.core.errors import LimitExceeded as LimitExceeded
 from sandboxfs.core.errors import NotADirectory as NotADirectory
 from sandboxfs.core.errors import NotARegularFile as NotARegularFile
 from sandboxfs.core.errors import NotFound as NotFound
-from sandboxfs.core.errors import PermissionDenied as PermissionDenied
 from sandboxfs.core.errors import PolicyDenied as PolicyDenied
 from sandboxfs.core.errors import SandboxError as SandboxError
 from sandboxfs.core.errors import TimedOut as TimedOut

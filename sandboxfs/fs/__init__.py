@@ -8,7 +8,6 @@ from __future__ import annotations
 from sandboxfs.core import ENTER as ENTER
 from sandboxfs.core import ENTRY as ENTRY
 from sandboxfs.core import LEAF_BINARY as LEAF_BINARY
-from sandboxfs.core import LEAF_GONE as LEAF_GONE
 from sandboxfs.core import LEAF_LATER as LEAF_LATER
 from sandboxfs.core import LEAF_SEARCH as LEAF_SEARCH
 from sandboxfs.core import LEAF_TEXT as LEAF_TEXT
@@ -24,15 +23,12 @@ from sandboxfs.core import UNREADABLE as UNREADABLE
 from sandboxfs.core import AccessDenied as AccessDenied
 from sandboxfs.core import AllowList as AllowList
 from sandboxfs.core import Bounds as Bounds
-from sandboxfs.core import Confinement as Confinement
 from sandboxfs.core import Conflict as Conflict
 from sandboxfs.core import CrossesMount as CrossesMount
-from sandboxfs.core import Directory as Directory
 from sandboxfs.core import Glob as Glob
 from sandboxfs.core import GlobError as GlobError
 from sandboxfs.core import InvalidArgument as InvalidArgument
 from sandboxfs.core import IsADirectory as IsADirectory
-from sandboxfs.core import LeafBatch as LeafBatch
 from sandboxfs.core import LimitExceeded as LimitExceeded
 from sandboxfs.core import MountTable as MountTable
 from sandboxfs.core import NotADirectory as NotADirectory
@@ -41,7 +37,6 @@ from sandboxfs.core import NotFound as NotFound
 from sandboxfs.core import Policy as Policy
 from sandboxfs.core import PolicyDenied as PolicyDenied
 from sandboxfs.core import Rel as Rel
-from sandboxfs.core import Resolver as Resolver
 from sandboxfs.core import Root as Root
 from sandboxfs.core import SandboxError as SandboxError
 from sandboxfs.core import Stall as Stall
@@ -94,10 +89,10 @@ from sandboxfs.fs.readahead import read_runs as read_runs
 from sandboxfs.fs.recording import Recording as Recording
 from sandboxfs.fs.revisions import ABSENT as ABSENT
 from sandboxfs.fs.revisions import RevisionCache as RevisionCache
-from sandboxfs.fs.revisions import SameBytes as SameBytes
 from sandboxfs.fs.revisions import check as check
 from sandboxfs.fs.revisions import content_revision as content_revision
 from sandboxfs.fs.revisions import revision_soon as revision_soon
+from sandboxfs.fs.sandboxes import Sandboxes as Sandboxes
 from sandboxfs.fs.walks import TreeWalk as TreeWalk
 from sandboxfs.fs.walks import traversal as traversal
 from sandboxfs.fs.workspacebase import Base as Base

@@ -60,7 +60,6 @@ from sandboxfs.tools import (
     Accounts,
     AskRules,
     CallContext,
-    Confinement,
     CrossesMount,
     JournalError,
     Journals,
@@ -68,10 +67,10 @@ from sandboxfs.tools import (
     MountTable,
     ParseCache,
     Progress,
-    Resolver,
     RevisionCache,
     Sandbox,
     SandboxError,
+    Sandboxes,
     Stall,
     ToolResult,
     ToolSpec,
@@ -109,6 +108,8 @@ class ServerOptions:
     no_xdev: bool = False
     limits: Limits = field(default_factory=Limits)
     home: str | None = None
+    #: How each call's sandbox is made (the command line gives it; None: from the above).
+    sandboxes: Sandboxes | None = None
     #: Test-only artificial slowness (see sandboxfs.core.watch.Stall).
     stall: Stall | None = None
     accounts: Accounts = field(default_factory=Accounts)
@@ -157,13 +158,13 @@ class SandboxfsServer:
             stall=options.stall,
         )
         self._calls = trio.CapacityLimiter(limits.concurrent_calls)
-        self.revisions = RevisionCache()
+        #: How each call's sandbox is made: handed over by the command line (the
+        #: composition root); a server made without one makes it from its options.
+        self.sandboxes = options.sandboxes or Sandboxes(
+            options.limits, RevisionCache(), options.no_xdev, options.home
+        )
         #: code_map's parse results, shared by every call of this server.
         self.parses = ParseCache()
-        #: The resolve flags every call of this server uses.
-        self.confinement = Confinement(no_xdev=options.no_xdev)
-        #: ... and an inline call, which never crosses a mount point.
-        self.inline_confinement = Confinement(no_xdev=options.no_xdev, inline=True)
         #: Whether the allow-list last asked about is all local, what the notes say
         #: of it, and for which allow-list and mount table generation.
         self._inline_memo: tuple[object, int, bool, tuple[str, ...]] = (None, -1, False, ())
@@ -202,13 +203,7 @@ class SandboxfsServer:
         memo = self._sandboxes.get(inline)  # (one lookup: threads may replace it)
         if memo is not None and memo[0] is allow:
             return memo[1]
-        resolver = Resolver(
-            allow,
-            symlink_hops=self.options.limits.symlink_hops,
-            confinement=self.inline_confinement if inline else self.confinement,
-            home=self.options.home,
-        )
-        sandbox = Sandbox(resolver, self.options.limits, self.revisions)
+        sandbox = self.sandboxes.make(allow, inline=inline)
         self._sandboxes[inline] = (allow, sandbox)
         return sandbox
 
@@ -283,7 +278,7 @@ class SandboxfsServer:
                     uris,
                     access.cli,
                     confine=access.confine,
-                    confinement=self.confinement,
+                    confinement=self.sandboxes.confinement,
                     policy=access.roots_policy,
                 )
             )

@@ -14,7 +14,6 @@ from sandboxfs.fs import AllowList as AllowList
 from sandboxfs.fs import Ask as Ask
 from sandboxfs.fs import AskRules as AskRules
 from sandboxfs.fs import Base as Base
-from sandboxfs.fs import Confinement as Confinement
 from sandboxfs.fs import CrossesMount as CrossesMount
 from sandboxfs.fs import Gate as Gate
 from sandboxfs.fs import IsADirectory as IsADirectory
@@ -29,11 +28,11 @@ from sandboxfs.fs import Policy as Policy
 from sandboxfs.fs import PolicyDenied as PolicyDenied
 from sandboxfs.fs import Question as Question
 from sandboxfs.fs import Recording as Recording
-from sandboxfs.fs import Resolver as Resolver
 from sandboxfs.fs import RevisionCache as RevisionCache
 from sandboxfs.fs import Root as Root
 from sandboxfs.fs import Sandbox as Sandbox
 from sandboxfs.fs import SandboxError as SandboxError
+from sandboxfs.fs import Sandboxes as Sandboxes
 from sandboxfs.fs import SessionGone as SessionGone
 from sandboxfs.fs import SessionLease as SessionLease
 from sandboxfs.fs import Stall as Stall
@@ -68,9 +67,6 @@ from sandboxfs.tools.reading import (
     READ_TEXT_FILE,
 )
 from sandboxfs.tools.reading import whole_bytes as whole_bytes
-from sandboxfs.tools.spec import (
-    Annotations as Annotations,
-)
 from sandboxfs.tools.spec import (
     CallContext as CallContext,
 )
