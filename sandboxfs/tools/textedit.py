@@ -225,7 +225,17 @@ def exact_edits_on_bytes(
     data: bytes, edits: Sequence[Edit], *, strict: bool = False, replace_all: bool = False
 ) -> bytes | None:
     """The edited bytes if every edit matches exactly (as :func:`apply_edits` would
-    apply it), else None: then decode and use :func:`apply_edits`."""
+    apply it), else None: then decode and use :func:`apply_edits`.
+
+    Only on valid UTF-8: there a needle that is itself UTF-8 matches whole characters
+    and an edit's seams join none.  Bytes that are not UTF-8 (stray lead or
+    continuation bytes) could join across a seam into a character the text rules never
+    see (``C3 [C3 A9] A9`` with ``é`` removed becomes ``é``), so they take the text path."""
+    if not data.isascii():
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
     for edit in edits:
         old = _utf8(edit.old)
         if old is None or old == b"":
