@@ -62,6 +62,22 @@ class ClientRoots:
         self._asks = itertools.count(1)
         self._generations = itertools.count(1)
         self._waits = itertools.count(1)
+        #: Once-only facts: a client without Roots was greeted (the command line's
+        #: directories put in force), and its roots/list_changed was logged as ignored.
+        self._greeted_without_roots = False
+        self._told_undeclared = False
+
+    def first_greeting_without_roots(self) -> bool:
+        """Whether this is the first ``initialized`` of a client without Roots (the
+        command line's directories are put in force once)."""
+        first, self._greeted_without_roots = not self._greeted_without_roots, True
+        return first
+
+    def first_undeclared_change(self) -> bool:
+        """Whether this is the first roots/list_changed of a client that declared no
+        Roots (logged once: a storm of them is not a log flood)."""
+        first, self._told_undeclared = not self._told_undeclared, True
+        return first
 
     @property
     def updating(self) -> bool:

@@ -201,10 +201,8 @@ class Session:
         #: calls in flight are still answered in the era of the state.
         self.input_over = False
         self._keys = itertools.count(1)
-        self._told_no_roots_capability = False
         self._in_flight: dict[int, _InFlight] = {}
         self._roots = ClientRoots()
-        self._greeted_without_roots = False
 
     def _move(self, event: Event) -> None:
         try:
@@ -419,8 +417,7 @@ class Session:
 
     def _roots_changed(self) -> list[Effect]:
         if not self._roots.declared:
-            if not self._told_no_roots_capability:  # said once: a storm is not a log flood
-                self._told_no_roots_capability = True
+            if self._roots.first_undeclared_change():  # said once: a storm is not a log flood
                 log.info("Ignoring roots/list_changed from a client without the Roots capability")
             return []
         return self._fetch_roots()
@@ -437,9 +434,8 @@ class Session:
                 return []
             roots.fetched = True
             return self._fetch_roots()
-        if self._greeted_without_roots or not self.config.has_directories:
+        if not self.config.has_directories or not roots.first_greeting_without_roots():
             return []
-        self._greeted_without_roots = True
         return [UseCommandLine()]
 
     def _cancelled(self, params: JSON) -> list[Effect]:
