@@ -291,5 +291,5 @@ def test_the_fronts_limits_reach_every_worker(tmp_path: Path) -> None:
         "--shutdown-grace=3.0",
     )
     worker = parse_arguments(["--unix", "/x.sock", *config.worker_options, str(tmp_path)])
-    assert worker.limits.read_bytes == 1000 and worker.limits.fs_timeout == 2.5
+    assert worker.limits.read_bytes == 1000 and worker.serving.fs_timeout == 2.5
     assert worker.shutdown_grace == 3.0 and worker.require_landlock

@@ -43,6 +43,7 @@ from sandboxfs.cli.arguments import (
     FLAGS,
     HTTP_ONLY,
     LIMIT_OPTIONS,
+    LIMIT_RANGES,
     SHUTDOWN_GRACE_RANGE,
     VALUE_OPTIONS,
     WORKERS_RANGE,
@@ -52,7 +53,8 @@ from sandboxfs.cli.arguments import (
     parse_arguments,
 )
 from sandboxfs.cli.config import Config, build
-from sandboxfs.fs.limits import LIMIT_RANGES, Limits
+from sandboxfs.fs.limits import Limits
+from sandboxfs.session.servinglimits import ServingLimits
 
 STRONG_TOKEN = "matrix-token-0123456789abcdef0123456789"
 BAD_VALUES = {
@@ -167,7 +169,7 @@ def test_every_number_accepts_its_default_and_both_ends_of_its_range(
     def written(value: float) -> str:
         return str(int(value)) if allowed.whole else repr(float(value))
 
-    default = Limits().__getattribute__(LIMIT_OPTIONS[option]) if option in LIMIT_OPTIONS else 10
+    default = _default(LIMIT_OPTIONS[option]) if option in LIMIT_OPTIONS else 10
     for value in (default, allowed.low, allowed.high):
         decided = _decide([*_context(option, place), option, written(value)])
         assert isinstance(decided, Config), (option, value, decided)
@@ -175,10 +177,17 @@ def test_every_number_accepts_its_default_and_both_ends_of_its_range(
     assert isinstance(over, Refused) and str(over).startswith(option)
 
 
+def _default(name: str) -> float:
+    """A cap's default: the filesystem's (Limits) or a serving one (ServingLimits)."""
+    caps = Limits() if hasattr(Limits(), name) else ServingLimits()
+    value: float = getattr(caps, name)
+    return value
+
+
 def test_every_limit_has_a_range_and_a_documented_default() -> None:
     assert set(LIMIT_RANGES) == {name for name in LIMIT_OPTIONS.values()}
     for name, allowed in LIMIT_RANGES.items():
-        assert allowed.accepts(getattr(Limits(), name)), name
+        assert allowed.accepts(_default(name)), name
 
 
 # -- every flag, and every pair of flags, in every transport -----------------------------

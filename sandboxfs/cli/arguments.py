@@ -18,7 +18,10 @@ from dataclasses import dataclass, field
 from typing import Final, final
 
 from sandboxfs.cli import exits
-from sandboxfs.fs.limits import LIMIT_HELP, LIMIT_RANGES, Limits, Range
+from sandboxfs.fs.limits import LIMIT_HELP as FS_HELP
+from sandboxfs.fs.limits import LIMIT_RANGES as FS_RANGES
+from sandboxfs.fs.limits import Limits, Range
+from sandboxfs.session.servinglimits import SERVING_HELP, SERVING_RANGES, ServingLimits
 from sandboxfs.transports.http.connections import MAX_SEND_TIMEOUT, SEND_TIMEOUT
 from sandboxfs.transports.http.server import Endpoint
 
@@ -213,7 +216,12 @@ HTTP_ONLY: Final = (
 LOG_LEVELS: Final = ("warning", "info", "debug")
 LOG_FORMATS: Final = ("json", "text")
 
-#: Limit options: option -> Limits field.
+#: Every cap's range and help, the filesystem's and the serving ones.
+LIMIT_RANGES: Final[dict[str, Range]] = {**FS_RANGES, **SERVING_RANGES}
+LIMIT_HELP: Final[dict[str, str]] = {**FS_HELP, **SERVING_HELP}
+
+#: Limit options: option -> the field of Limits (the filesystem's caps) or of
+#: ServingLimits (the serving caps) it sets.
 LIMIT_OPTIONS: Final[dict[str, str]] = {
     "--max-read-bytes": "read_bytes",
     "--max-edit-bytes": "edit_bytes",
@@ -296,6 +304,7 @@ class Arguments:
     journal_keep: str | None = None
     ask: list[str] = field(default_factory=list)
     limits: Limits = field(default_factory=Limits)
+    serving: ServingLimits = field(default_factory=ServingLimits)
     show_help: bool = False
     show_version: bool = False
     #: The options given, as written (for the checks of what combines).
@@ -362,7 +371,10 @@ def parse_arguments(argv: Sequence[str]) -> Arguments:
         _set_value(args, limit_values, option, value)
     if "" in args.directories:
         raise UsageError("an empty argument is no directory")
-    args.limits = dataclasses.replace(Limits(), **limit_values)  # type: ignore[arg-type]
+    fs_values = {k: v for k, v in limit_values.items() if k in FS_RANGES}
+    serving_values = {k: v for k, v in limit_values.items() if k in SERVING_RANGES}
+    args.limits = dataclasses.replace(Limits(), **fs_values)  # type: ignore[arg-type]
+    args.serving = dataclasses.replace(ServingLimits(), **serving_values)  # type: ignore[arg-type]
     _check_endpoints(args)
     return args
 
@@ -417,7 +429,7 @@ def _set_value(
 
 
 def help_text() -> str:
-    defaults = Limits()
+    defaults = {**dataclasses.asdict(Limits()), **dataclasses.asdict(ServingLimits())}
     lines = [
         "usage: sandboxfs [OPTIONS] [--] DIR[:ro|:rw]...",
         "       sandboxfs audit [--quick] [--sarif FILE] ... -- CMD ... {root}  (see audit --help)",
@@ -442,7 +454,7 @@ def help_text() -> str:
     lines.append(f"  {'-h, --help':<26} show this help and exit")
     lines += ["", "limits ([default; range]; out of range, nan or inf: refused):"]
     for option, name in LIMIT_OPTIONS.items():
-        value = getattr(defaults, name)
+        value = defaults[name]
         span = LIMIT_RANGES[name].describe()
         lines.append(f"  {option + ' N':<26} {LIMIT_HELP[name]} [{value}; {span}]")
     lines += [

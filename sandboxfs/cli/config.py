@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Final, Literal, final
 
 from sandboxfs.cli import changeoptions, environment
@@ -55,6 +55,7 @@ from sandboxfs.core.policy import Policy, PolicyError
 from sandboxfs.fs.journalstore import DEFAULT_KEEP_SECONDS, DEFAULT_MAX_BYTES
 from sandboxfs.fs.limits import Limits
 from sandboxfs.fs.workspacebase import WORKSPACE_ID_ENV
+from sandboxfs.session.servinglimits import ServingLimits
 from sandboxfs.tenancy.config import Tenants, TenantsError, load_tenants
 from sandboxfs.transports.http.connections import SEND_TIMEOUT
 from sandboxfs.transports.http.server import TOKEN_ENV, Endpoint
@@ -86,6 +87,8 @@ class Config:
     read_only: bool
     no_xdev: bool
     limits: Limits
+    #: Calls at once, worker threads, the step timeout, a message's size.
+    serving: ServingLimits = field(default_factory=ServingLimits)
     log_level: str = "info"
     #: How stderr lines are written: "text" for people, "json" for machines
     #: (--log-format; by default text on a terminal, JSON otherwise).
@@ -255,6 +258,7 @@ def build(args: Arguments, environ: Mapping[str, str], *, terminal: bool = False
         read_only=args.read_only,
         no_xdev=args.no_xdev,
         limits=args.limits,
+        serving=args.serving,
         log_level=args.log_level,
         log_format=_log_format(args.log_format, terminal=terminal),
         metrics=None if args.metrics is None else Endpoint.parse_tcp(args.metrics, "--metrics"),
@@ -382,7 +386,8 @@ def _worker_options(args: Arguments) -> tuple[str, ...]:
     passed: list[str] = [option for option in WORKER_FLAGS if option in args.given]
     for option, name in LIMIT_OPTIONS.items():
         if option in args.given:
-            passed.append(f"{option}={getattr(args.limits, name)!r}")
+            caps = args.limits if hasattr(args.limits, name) else args.serving
+            passed.append(f"{option}={getattr(caps, name)!r}")
     if "--shutdown-grace" in args.given:
         passed.append(f"--shutdown-grace={args.shutdown_grace!r}")
     return tuple(passed)

@@ -52,7 +52,7 @@ def serve_tenants(config: Config) -> int:
             allowed_hosts=config.allowed_hosts,
             allowed_origins=config.allowed_origins,
             json_response=config.json_response,
-            max_body=config.limits.line_bytes,
+            max_body=config.serving.line_bytes,
             grace_seconds=config.shutdown_grace,
             send_timeout=config.send_timeout,
         )

@@ -163,6 +163,7 @@ def _serve(
         read_only=config.read_only,
         no_xdev=config.no_xdev,
         limits=config.limits,
+        serving=config.serving,
         home=home,
         sandboxes=sandboxes,
         stall=stall,
@@ -196,7 +197,7 @@ def _serve(
     assert wire is not None
     server.session_label = stdio_session(lease)
     log.info("sandboxfs %s serving MCP on stdio", __version__)
-    code: int = trio.run(lambda: serve_stdio(server, wire, max_line=config.limits.line_bytes))
+    code: int = trio.run(lambda: serve_stdio(server, wire, max_line=config.serving.line_bytes))
     return code
 
 
@@ -347,7 +348,7 @@ def _sidecar_options(config: Config) -> SidecarOptions | None:
         allowed_hosts=config.allowed_hosts,
         allowed_origins=config.allowed_origins,
         json_response=config.json_response,
-        max_body=config.limits.line_bytes,
+        max_body=config.serving.line_bytes,
         grace_seconds=config.shutdown_grace,
         send_timeout=config.send_timeout,
     )

@@ -79,7 +79,12 @@ from sandboxfs.fs.journalplaces import UndoRefused as UndoRefused
 from sandboxfs.fs.journalrecords import Indexed as Indexed
 from sandboxfs.fs.journals import Journals as Journals
 from sandboxfs.fs.journalstore import JournalStore as JournalStore
+from sandboxfs.fs.limits import SECONDS as SECONDS
 from sandboxfs.fs.limits import Limits as Limits
+from sandboxfs.fs.limits import MiB as MiB
+from sandboxfs.fs.limits import Range as Range
+from sandboxfs.fs.limits import TiB as TiB
+from sandboxfs.fs.limits import check_within as check_within
 from sandboxfs.fs.operation import Change as Change
 from sandboxfs.fs.patchplan import FileChange as FileChange
 from sandboxfs.fs.readahead import UNREADABLE_FILE as UNREADABLE_FILE

@@ -1,16 +1,20 @@
-"""Every cap sandboxfs enforces, as named defaults in one place.
+"""The caps the filesystem operations enforce, as named defaults in one place (the
+serving caps, calls at once, worker threads, the step timeout and a message's size,
+are the session's: :mod:`sandboxfs.session.servinglimits`).
 
 Each field is settable on the command line (``--max-...``; see ``sandboxfs --help``)
 and documented in the README.  The defaults keep one request from hanging or
 exhausting the server while leaving ordinary agent work untouched.  Every field has
 a documented range (:data:`LIMIT_RANGES`): a value outside it (or not a finite
-number) is refused at the command line; here too, but for the lower end of seconds.
+number) is refused at the command line; here too, but for the lower end of seconds
+(:func:`check_within`, which the serving caps use too).
 """
 
 from __future__ import annotations
 
 import math
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Final, final
 
@@ -77,50 +81,41 @@ class Limits:
     tree_depth: int = 256
     #: Symbolic links followed while resolving one path.
     symlink_hops: int = 40
-    #: Tool calls served at once; further calls wait their turn.
-    concurrent_calls: int = 64
-    #: Worker threads doing blocking filesystem work at once.
-    worker_threads: int = 32
-    #: Seconds one blocking step (resolving a path, reading a directory) may take.
-    fs_timeout: float = 15.0
-    #: Bytes of one incoming JSON-RPC message (a stdio line or an HTTP body); longer
-    #: ones are refused without being buffered.
-    line_bytes: int = 16 * MiB
 
     def __post_init__(self) -> None:
-        """Every value is a positive, finite number (whole for counts and sizes) no
-        larger than its range allows.  The lower end of a range of seconds is the
-        operator's (checked where values are given): code may ask for less."""
-        for field in fields(self):
-            value = getattr(self, field.name)
-            allowed = LIMIT_RANGES[field.name]
-            if not allowed.whole:
-                allowed = Range(sys.float_info.min, allowed.high)
-            if not allowed.accepts(value):
-                raise ValueError(
-                    f"limit {field.name} must be a positive finite number up to "
-                    f"{allowed.high:g}, got {value!r}"
-                )
+        check_within(self, LIMIT_RANGES)
+
+
+def check_within(limits: object, ranges: Mapping[str, Range]) -> None:
+    """Every field of the dataclass ``limits`` is a positive, finite number (whole for
+    counts and sizes) no larger than its range allows.  The lower end of a range of
+    seconds is the operator's (checked where values are given): code may ask for less."""
+    for field in fields(limits):  # type: ignore[arg-type]
+        value = getattr(limits, field.name)
+        allowed = ranges[field.name]
+        if not allowed.whole:
+            allowed = Range(sys.float_info.min, allowed.high)
+        if not allowed.accepts(value):
+            raise ValueError(
+                f"limit {field.name} must be a positive finite number up to "
+                f"{allowed.high:g}, got {value!r}"
+            )
 
 
 #: The range of each limit.  Counts and sizes start at 1; sizes stop at 1 TiB, far
 #: beyond any sane cap yet well inside what C and the kernel take.  Seconds run from
 #: a millisecond to a day.  The tree depth stops at 512 (a removal descends
 #: recursively, one open directory per level).
-_SECONDS: Final = Range(0.001, 86400.0)
+SECONDS: Final = Range(0.001, 86400.0)
 LIMIT_RANGES: Final[dict[str, Range]] = {
     "read_bytes": Range(1, TiB),
     "edit_bytes": Range(1, TiB),
     "write_bytes": Range(1, TiB),
     "walk_entries": Range(1, 1_000_000_000),
     "revision_entries": Range(1, 1_000_000_000),
-    "search_seconds": _SECONDS,
+    "search_seconds": SECONDS,
     "tree_depth": Range(1, 512),
     "symlink_hops": Range(1, 1024),
-    "concurrent_calls": Range(1, 100_000),
-    "worker_threads": Range(1, 4096),
-    "fs_timeout": _SECONDS,
-    "line_bytes": Range(1, TiB),
 }
 
 
@@ -134,8 +129,4 @@ LIMIT_HELP: Final[dict[str, str]] = {
     "search_seconds": "seconds one grep_files or code_map call may take",
     "tree_depth": "directory levels a walk may descend",
     "symlink_hops": "symbolic links followed while resolving one path",
-    "concurrent_calls": "tool calls served at once",
-    "worker_threads": "worker threads doing blocking filesystem work",
-    "fs_timeout": "seconds one blocking filesystem step may take",
-    "line_bytes": "bytes of one incoming JSON-RPC message (stdio line or HTTP body)",
 }

@@ -43,6 +43,7 @@ from sandboxfs.session.metrics import (
 )
 from sandboxfs.session.protocol import SessionConfig
 from sandboxfs.session.resources import FILE_TEMPLATE, read_resource
+from sandboxfs.session.servinglimits import ServingLimits
 from sandboxfs.session.toolwire import (
     ToolAnswer,
     WireResult,
@@ -107,6 +108,8 @@ class ServerOptions:
     read_only: bool = False
     no_xdev: bool = False
     limits: Limits = field(default_factory=Limits)
+    #: Calls at once, worker threads, the step timeout (the serving caps).
+    serving: ServingLimits = field(default_factory=ServingLimits)
     home: str | None = None
     #: How each call's sandbox is made (the command line gives it; None: from the above).
     sandboxes: Sandboxes | None = None
@@ -151,13 +154,13 @@ class SandboxfsServer:
         ]
         #: Who this server says it is (``serverInfo``).
         self.server_info = {"name": "sandboxfs", "title": "sandboxfs", "version": __version__}
-        limits = options.limits
+        serving = options.serving
         self.runner = BlockingRunner(
-            worker_threads=limits.worker_threads,
-            step_timeout=limits.fs_timeout,
+            worker_threads=serving.worker_threads,
+            step_timeout=serving.fs_timeout,
             stall=options.stall,
         )
-        self._calls = trio.CapacityLimiter(limits.concurrent_calls)
+        self._calls = trio.CapacityLimiter(serving.concurrent_calls)
         #: How each call's sandbox is made: handed over by the command line (the
         #: composition root); a server made without one makes it from its options.
         self.sandboxes = options.sandboxes or Sandboxes(
@@ -225,7 +228,7 @@ class SandboxfsServer:
                 return local, note
         kinds = [(root, *mount_kind(mounts, root)) for root in allow.roots]
         local = bool(kinds) and all(inline for _, inline, _ in kinds)
-        note = (where_calls_run(kinds, self.options.limits.fs_timeout),) if kinds else ()
+        note = (where_calls_run(kinds, self.options.serving.fs_timeout),) if kinds else ()
         self._inline_memo = (allow, mounts.generation, local, note)
         return local, note
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from sandboxfs.fs import NO_WATCH as NO_WATCH
 from sandboxfs.fs import OPEN as OPEN
+from sandboxfs.fs import SECONDS as SECONDS
 from sandboxfs.fs import AccessDenied as AccessDenied
 from sandboxfs.fs import AllowList as AllowList
 from sandboxfs.fs import Ask as Ask
@@ -21,12 +22,14 @@ from sandboxfs.fs import JournalError as JournalError
 from sandboxfs.fs import Journals as Journals
 from sandboxfs.fs import JournalStore as JournalStore
 from sandboxfs.fs import Limits as Limits
+from sandboxfs.fs import MiB as MiB
 from sandboxfs.fs import MountTable as MountTable
 from sandboxfs.fs import NotApproved as NotApproved
 from sandboxfs.fs import NotFound as NotFound
 from sandboxfs.fs import Policy as Policy
 from sandboxfs.fs import PolicyDenied as PolicyDenied
 from sandboxfs.fs import Question as Question
+from sandboxfs.fs import Range as Range
 from sandboxfs.fs import Recording as Recording
 from sandboxfs.fs import RevisionCache as RevisionCache
 from sandboxfs.fs import Root as Root
@@ -37,10 +40,12 @@ from sandboxfs.fs import SessionGone as SessionGone
 from sandboxfs.fs import SessionLease as SessionLease
 from sandboxfs.fs import Stall as Stall
 from sandboxfs.fs import StepWatch as StepWatch
+from sandboxfs.fs import TiB as TiB
 from sandboxfs.fs import TimedOut as TimedOut
 from sandboxfs.fs import Watch as Watch
 from sandboxfs.fs import Workspace as Workspace
 from sandboxfs.fs import check_name as check_name
+from sandboxfs.fs import check_within as check_within
 from sandboxfs.fs import has_lone_surrogate as has_lone_surrogate
 from sandboxfs.fs import local_path as local_path
 from sandboxfs.fs import quote_name as quote_name
