@@ -114,6 +114,22 @@ class Front:
         return self.ready_pids(name)[-1]
 
 
+def _launch(
+    tenants_file: Path, log: Path, *listen: str, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    """A tenants' front on ``listen`` (``--http HOST:PORT`` or ``--unix PATH`` and any
+    other options), its log written as the operator's text to ``log``: these tests read
+    the front's log as a person would."""
+    with log.open("wb") as errlog:
+        return subprocess.Popen(
+            [*SERVER, "--tenants", str(tenants_file), *listen, "--log-format", "text"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=errlog,
+            env=server_env(env),
+        )
+
+
 def _wait(condition: Any, seconds: float = 60) -> None:
     """Wait (polling) for ``condition()``; fail after ``seconds``: a guard, never a timing."""
     deadline = time.monotonic() + seconds
@@ -160,24 +176,7 @@ def front(tmp: Path, env: dict[str, str] | None = None, *extra: str) -> Iterator
     )
     port = free_port()
     log = tmp / "front.log"
-    with log.open("wb") as errlog:
-        process = subprocess.Popen(
-            # The operator's text: these tests read the front's log as a person would.
-            [
-                *SERVER,
-                "--tenants",
-                str(tenants_file),
-                "--http",
-                f"127.0.0.1:{port}",
-                "--log-format",
-                "text",
-                *extra,
-            ],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=errlog,
-            env=server_env(env),
-        )
+    process = _launch(tenants_file, log, "--http", f"127.0.0.1:{port}", *extra, env=env)
     try:
         wait_healthy(port, process, log)
         f = Front(process, port, log, tenants_file, a, b)
@@ -420,14 +419,7 @@ def test_a_front_on_a_unix_socket(tmp_path: Path) -> None:
     )
     path = str(tmp_path / "front.sock")
     log = tmp_path / "front.log"
-    with log.open("wb") as errlog:
-        process = subprocess.Popen(
-            [*SERVER, "--tenants", str(tenants_file), "--unix", path, "--log-format", "text"],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=errlog,
-            env=server_env(),
-        )
+    process = _launch(tenants_file, log, "--unix", path)
     try:
         _wait(lambda: "tenant u: worker ready" in log.read_text() or process.poll() is not None)
         assert process.poll() is None, log.read_text()
@@ -461,22 +453,7 @@ def test_a_worker_that_cannot_start_is_given_up_until_a_reload_adds_tenants(
     tenants_file.write_text(tenants_toml(*entries))
     port = free_port()
     log = tmp_path / "front.log"
-    with log.open("wb") as errlog:
-        process = subprocess.Popen(
-            [
-                *SERVER,
-                "--tenants",
-                str(tenants_file),
-                "--http",
-                f"127.0.0.1:{port}",
-                "--log-format",
-                "text",
-            ],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=errlog,
-            env=server_env(),
-        )
+    process = _launch(tenants_file, log, "--http", f"127.0.0.1:{port}")
     try:
         wait_healthy(port, process, log)
         f = Front(process, port, log, tenants_file, good, missing)
@@ -841,22 +818,7 @@ def test_each_tenant_has_its_own_journal(tmp_path: Path) -> None:
     )
     port = free_port()
     log = tmp_path / "front.log"
-    with log.open("wb") as errlog:
-        process = subprocess.Popen(
-            [
-                *SERVER,
-                "--tenants",
-                str(tenants_file),
-                "--http",
-                f"127.0.0.1:{port}",
-                "--log-format",
-                "text",
-            ],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=errlog,
-            env=server_env(),
-        )
+    process = _launch(tenants_file, log, "--http", f"127.0.0.1:{port}")
     try:
         wait_healthy(port, process, log)
         f = Front(process, port, log, tenants_file, a, b)
